@@ -1,0 +1,31 @@
+#pragma once
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+
+#include "util/fabric.hpp"
+#include "util/object.hpp"
+
+namespace weft {
+
+struct mr_map;  // src/util/mr.hpp
+
+struct domain {
+  fid_domain fid_;  // first
+  fabric* fab;
+  provider* prov;
+  fi_info* info;          // a private copy of the info the domain was opened with
+  uint32_t api_version;   // fabric's api version (struct/behaviour versioning)
+  uint64_t mr_mode;       // mr_mode bits in force (FI_MR_BASIC/SCALABLE mapped to bits)
+  fi_threading threading;
+  fi_progress data_progress;
+  fi_progress control_progress;
+  uint32_t addr_format;
+  size_t addrlen;         // size of one address in this domain's AVs
+  mr_map* mrs;            // registration map (owned)
+  fid_eq* eq;             // bound by fi_domain_bind(FI_REG_MR) for async MR events
+  users users_;           // avs, cqs, cntrs, mrs, eps, poll sets
+
+  static domain* of(fid_domain* d) noexcept { return from_fid<domain>(d); }
+};
+
+}  // namespace weft

@@ -1,0 +1,52 @@
+#pragma once
+// A fixture that opens fabric + domain through the public API, once per
+// provider (the way UCX instantiates each test per transport).
+#include <gtest/gtest.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include <string>
+
+namespace weft_test {
+
+inline fi_info* get_info(const char* prov, fi_ep_type type = FI_EP_RDM, uint32_t version = FI_VERSION(1, 17)) {
+  fi_info* hints = fi_allocinfo();
+  hints->fabric_attr->prov_name = strdup(prov);
+  hints->ep_attr->type = type;
+  fi_info* info = nullptr;
+  int ret = fi_getinfo(version, nullptr, nullptr, 0, hints, &info);
+  fi_freeinfo(hints);
+  return ret == 0 ? info : nullptr;
+}
+
+class domain_test : public ::testing::TestWithParam<const char*> {
+protected:
+  void SetUp() override {
+    info = get_info(GetParam());
+    ASSERT_NE(info, nullptr) << "fi_getinfo for " << GetParam();
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
+    ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
+  }
+  void TearDown() override {
+    if (domain) EXPECT_EQ(fi_close(&domain->fid), 0);
+    if (fabric) EXPECT_EQ(fi_close(&fabric->fid), 0);
+    if (info) fi_freeinfo(info);
+  }
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+};
+
+// Instantiate a domain_test-derived suite for every provider.
+#define WEFT_ALL_PROVIDERS(suite) \
+  INSTANTIATE_TEST_SUITE_P(prov, suite, ::testing::Values("shm", "tcp"), \
+                           [](const auto& p) { return std::string(p.param); })
+
+}  // namespace weft_test
