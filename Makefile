@@ -1,0 +1,48 @@
+# Thin front end over CMake. `make demo` is the main job, `make test` the tests.
+# Both install what they need on a fresh Debian 12 machine (scripts/setup.sh).
+BUILD      ?= build
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+.PHONY: all setup build demo test test-release test-asan test-tsan compare clean
+
+all: build
+
+setup:
+	bash scripts/setup.sh
+
+build: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: build weft, show it answering a real libfabric client, and run
+# weft-perf on the embedded default provider (shm).
+demo: build
+	bash scripts/demo.sh $(BUILD)
+
+# Every test, three times: a release build, AddressSanitizer+UBSan, ThreadSanitizer.
+test: setup test-release test-asan test-tsan
+
+test-release: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: setup
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=address,undefined >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -E 'compat\.(fi_info_real|weft_perf_smoke)'
+
+# ThreadSanitizer covers the parts that run threads: blocking reads woken by
+# other threads, wait sets, counters, concurrent CQ writers.
+test-tsan: setup
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread >/dev/null
+	cmake --build build-tsan -j $(JOBS) --target weft_unit_tests
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E compat
+
+compare: build
+	bash bench/compare.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

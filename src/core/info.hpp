@@ -1,0 +1,21 @@
+#pragma once
+// fi_info allocation, duplication and release (newest layout), shared by the
+// exported functions of every ABI version.
+#include <rdma/fabric.h>
+
+#include <memory>
+
+namespace weft {
+
+fi_info* info_alloc() noexcept;                 // zeroed info with all attrs allocated
+fi_info* info_dup(const fi_info* info) noexcept;  // deep copy of one entry (next = NULL)
+void info_free(fi_info* info) noexcept;           // frees the whole list
+
+struct info_deleter {
+  void operator()(fi_info* i) const noexcept { info_free(i); }
+};
+using info_ptr = std::unique_ptr<fi_info, info_deleter>;
+
+char* dup_cstr(const char* s);  // strdup that throws on ENOMEM, NULL-preserving
+
+}  // namespace weft

@@ -1,0 +1,122 @@
+#include "core/log.hpp"
+
+#include <rdma/providers/fi_prov.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "common/export.hpp"
+
+namespace weft {
+namespace {
+
+struct log_config {
+  int level = -1;  // -1: logging off (libfabric's default prints nothing)
+  uint32_t subsys_mask = ~0u;
+  std::string prov;     // empty: all providers
+  bool prov_exclude = false;
+
+  log_config() {
+    if (const char* s = std::getenv("FI_LOG_LEVEL")) {
+      static const char* names[] = {"warn", "trace", "info", "debug"};
+      for (int i = 0; i < 4; ++i)
+        if (!strcasecmp(s, names[i])) level = i;
+    }
+    if (const char* s = std::getenv("FI_LOG_PROV")) {
+      if (*s == '^') {
+        prov_exclude = true;
+        ++s;
+      }
+      prov = s;
+    }
+    if (const char* s = std::getenv("FI_LOG_SUBSYS")) {
+      static const char* names[] = {"core", "fabric", "domain", "ep_ctrl", "ep_data",
+                                    "av",   "cq",     "eq",     "mr",      "cntr"};
+      subsys_mask = 0;
+      for (int i = 0; i < FI_LOG_SUBSYS_MAX; ++i)
+        if (strcasestr(s, names[i])) subsys_mask |= 1u << i;
+    }
+  }
+};
+
+const log_config& config() {
+  static const log_config c;
+  return c;
+}
+
+const char* const level_names[] = {"warn", "trace", "info", "debug"};
+const char* const subsys_names[] = {"core", "fabric", "domain", "ep_ctrl", "ep_data",
+                                    "av",   "cq",     "eq",     "mr",      "cntr"};
+
+}  // namespace
+
+bool log_enabled(fi_log_level level, fi_log_subsys subsys, const char* prov) noexcept {
+  const log_config& c = config();
+  if (c.level < 0 || static_cast<int>(level) > c.level) return false;
+  if (static_cast<unsigned>(subsys) < FI_LOG_SUBSYS_MAX && !(c.subsys_mask & (1u << subsys)))
+    return false;
+  if (!c.prov.empty() && prov) {
+    bool match = c.prov == prov;
+    if (match == c.prov_exclude) return false;
+  }
+  return true;
+}
+
+void log_write(fi_log_level level, fi_log_subsys subsys, const char* prov, const char* func,
+               int line, const char* fmt, ...) noexcept {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  timeval tv;
+  gettimeofday(&tv, nullptr);
+  const char* lvl = static_cast<unsigned>(level) < 4 ? level_names[level] : "?";
+  const char* sub = static_cast<unsigned>(subsys) < FI_LOG_SUBSYS_MAX ? subsys_names[subsys] : "?";
+  static std::mutex m;
+  std::lock_guard lock(m);
+  fprintf(stderr, "libfabric:%d:%ld.%06ld::%s:%s:%s():%d<%s> %s\n", getpid(),
+          static_cast<long>(tv.tv_sec), static_cast<long>(tv.tv_usec), prov ? prov : "core", sub,
+          func ? func : "", line, lvl, msg);
+}
+
+}  // namespace weft
+
+// --- the exported ABI ---------------------------------------------------------
+
+WEFT_EXPORT int fi_log_enabled(const fi_provider* prov, fi_log_level level, fi_log_subsys subsys) {
+  return weft::log_enabled(level, subsys, prov ? prov->name : "core");
+}
+
+WEFT_EXPORT int fi_log_ready(const fi_provider* prov, fi_log_level level, fi_log_subsys subsys,
+                             uint64_t* showtime) {
+  // Rate limiting as libfabric's FI_LOG_SPARSE: at most one message per second per call site.
+  if (!weft::log_enabled(level, subsys, prov ? prov->name : "core")) return 0;
+  if (!showtime) return 1;
+  timeval tv;
+  gettimeofday(&tv, nullptr);
+  uint64_t now = static_cast<uint64_t>(tv.tv_sec) * 1000 + static_cast<uint64_t>(tv.tv_usec) / 1000;
+  if (now < *showtime) return 0;
+  *showtime = now + 1000;
+  return 1;
+}
+
+WEFT_EXPORT void fi_log(const fi_provider* prov, fi_log_level level, fi_log_subsys subsys,
+                        const char* func, int line, const char* fmt, ...) {
+  if (!fmt) return;
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  size_t n = strlen(msg);
+  if (n && msg[n - 1] == '\n') msg[n - 1] = 0;
+  weft::log_write(level, subsys, prov && prov->name ? prov->name : "core", func, line, "%s", msg);
+}

@@ -1,0 +1,22 @@
+#pragma once
+// Configuration parameters, read from the environment with libfabric's naming:
+// FI_<NAME> for the core, FI_<PROV>_<NAME> for a provider.
+#include <rdma/fabric.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace weft {
+
+// Declares a parameter (idempotent). prov == nullptr for core parameters.
+void param_define(const char* prov, const char* name, fi_param_type type, const char* help);
+std::string param_env_name(const char* prov, const char* name);
+std::optional<std::string> param_str(const char* prov, const char* name);
+std::optional<long long> param_int(const char* prov, const char* name);
+std::optional<bool> param_bool(const char* prov, const char* name);
+
+// Declares the core's and the built-in providers' parameters (once).
+void params_init();
+
+}  // namespace weft

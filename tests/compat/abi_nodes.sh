@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# The old ABI nodes' entry points work over weft.
+set -euo pipefail
+build=${1:?build dir}
+LD_LIBRARY_PATH=$build/lib "$build/tests/compat/abi_nodes"

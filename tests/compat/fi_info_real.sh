@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Debian's real fi_info (libfabric-bin), run against weft with only
+# LD_LIBRARY_PATH changed, lists weft's providers and prints their attributes.
+set -euo pipefail
+build=${1:?build dir}
+command -v fi_info >/dev/null || { echo "fi_info missing: install libfabric-bin"; exit 1; }
+export LD_LIBRARY_PATH=$build/lib
+run() { echo "+ fi_info $*"; fi_info "$@"; }
+
+out=$(run -l); echo "$out"
+grep -q '^shm:' <<<"$out"; grep -q '^tcp:' <<<"$out"
+! grep -q 'ofi_rxm\|psm\|verbs' <<<"$out"
+
+out=$(run); echo "$out"
+grep -q 'provider: shm' <<<"$out"; grep -q 'provider: tcp' <<<"$out"
+
+out=$(run -p shm -v); echo "$out" | head -80
+grep -q 'prov_name: shm' <<<"$out"
+grep -q 'addr_format: FI_ADDR_STR' <<<"$out"
+grep -q 'type: FI_EP_RDM' <<<"$out"
+! grep -q 'prov_name: tcp' <<<"$out"
+
+out=$(run -p tcp -v); grep -q 'FI_SOCKADDR_IN' <<<"$out"; grep -q 'FI_EP_MSG' <<<"$out"
+out=$(run -p tcp -e); grep -q 'FI_PROVIDER' <<<"$out"
+out=$(FI_PROVIDER=^shm fi_info -l); ! grep -q '^shm:' <<<"$out"
+# A provider weft does not have: fi_info reports no data, non-zero exit.
+if fi_info -p verbs >/dev/null 2>&1; then echo "verbs unexpectedly listed"; exit 1; fi
+# Prove the library fi_info loaded is weft's.
+LD_DEBUG=libs fi_info -l 2>&1 | grep -q "$build/lib/libfabric.so.1"
+echo "fi_info over weft: OK"
