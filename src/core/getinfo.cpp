@@ -158,8 +158,12 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
   if (mr_any) {
     mr_bits = static_cast<uint64_t>(info->domain_attr->mr_mode);
     if (FI_VERSION_LT(version, FI_VERSION(1, 5))) mr_bits = 0;
+  } else if (hints->domain_attr->mr_mode == FI_MR_BASIC) {
+    mr_bits = mr_basic_map;  // legacy basic mode: the application expects all three
   } else {
-    mr_bits = prov_required | (app_bits & mr_mode_optional);
+    // Of the bits the application supports, use those the provider prefers.
+    mr_bits = prov_required |
+              (app_bits & mr_mode_optional & static_cast<uint64_t>(info->domain_attr->mr_mode));
   }
 
   if (hints) {
@@ -288,10 +292,14 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   fi_info* head = nullptr;
   fi_info** tail = &head;
   int last_err = -FI_ENODATA;
+  const provider* taken_from = nullptr;
   for (provider* prov : providers()) {
     if (!allowed_by_env(prov->name()) || !allowed_by_hints(hints, prov->name())) continue;
     for (const fi_info* t : prov->templates()) {
       if (!matches(version, hints, t, node, flags)) continue;
+      // FI_PROV_ATTR_ONLY: one entry per provider, for its attributes.
+      if ((flags & FI_PROV_ATTR_ONLY) && head && taken_from == prov) continue;
+      taken_from = prov;
       fi_info* dup = info_dup(t);
       if (!dup) {
         info_free(head);

@@ -8,7 +8,7 @@ export LD_LIBRARY_PATH=$build/lib
 run() { echo "+ fi_info $*"; fi_info "$@"; }
 
 out=$(run -l); echo "$out"
-grep -q '^shm:' <<<"$out"; grep -q '^tcp:' <<<"$out"
+[ "$(grep -c '^shm:' <<<"$out")" = 1 ]; [ "$(grep -c '^tcp:' <<<"$out")" = 1 ]
 ! grep -q 'ofi_rxm\|psm\|verbs' <<<"$out"
 
 out=$(run); echo "$out"
@@ -26,5 +26,6 @@ out=$(FI_PROVIDER=^shm fi_info -l); ! grep -q '^shm:' <<<"$out"
 # A provider weft does not have: fi_info reports no data, non-zero exit.
 if fi_info -p verbs >/dev/null 2>&1; then echo "verbs unexpectedly listed"; exit 1; fi
 # Prove the library fi_info loaded is weft's.
-LD_DEBUG=libs fi_info -l 2>&1 | grep -q "$build/lib/libfabric.so.1"
+dbg=$(LD_DEBUG=libs fi_info -l 2>&1 >/dev/null)
+grep -q "calling init: $build/lib/libfabric.so.1" <<<"$dbg"
 echo "fi_info over weft: OK"
