@@ -62,6 +62,16 @@ bool allowed_by_hints(const fi_info* hints, const char* prov) {
 
 bool subset(uint64_t want, uint64_t have) { return (want & ~have) == 0; }
 
+// An enum field from the application, read as the int it is: an out-of-range
+// value must be rejected, not loaded as the enum type.
+template <class E>
+unsigned raw(const E& field) {
+  static_assert(sizeof(E) == sizeof(unsigned));
+  unsigned v;
+  memcpy(&v, &field, sizeof v);
+  return v;
+}
+
 // The mr_mode bits an application supports, from its hints, in the bit
 // form of API 1.5+. Legacy values FI_MR_BASIC/SCALABLE map to bits.
 uint64_t app_mr_bits(uint32_t version, const fi_info* hints, bool* any) {
@@ -112,12 +122,12 @@ bool domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_attr* 
   if (!h) return true;
   if (h->name && strcmp(h->name, p->name)) return false;
   if (h->domain) return false;  // opening info for an existing domain: not supported
-  if (static_cast<unsigned>(h->threading) > FI_THREAD_COMPLETION) return false;
-  if (static_cast<unsigned>(h->control_progress) > FI_PROGRESS_MANUAL ||
-      static_cast<unsigned>(h->data_progress) > FI_PROGRESS_MANUAL)
+  if (raw(h->threading) > FI_THREAD_COMPLETION) return false;
+  if (raw(h->control_progress) > FI_PROGRESS_MANUAL ||
+      raw(h->data_progress) > FI_PROGRESS_MANUAL)
     return false;
-  if (static_cast<unsigned>(h->resource_mgmt) > FI_RM_ENABLED) return false;
-  if (static_cast<unsigned>(h->av_type) > FI_AV_TABLE) return false;
+  if (raw(h->resource_mgmt) > FI_RM_ENABLED) return false;
+  if (raw(h->av_type) > FI_AV_TABLE) return false;
   if (h->mr_key_size > p->mr_key_size || h->cq_data_size > p->cq_data_size) return false;
   if (h->cq_cnt > p->cq_cnt || h->ep_cnt > p->ep_cnt || h->tx_ctx_cnt > p->tx_ctx_cnt ||
       h->rx_ctx_cnt > p->rx_ctx_cnt || h->max_ep_tx_ctx > p->max_ep_tx_ctx ||

@@ -12,6 +12,8 @@
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "core/prov_template.hpp"
+#include "util/eq.hpp"
+#include "util/mr.hpp"
 #include "util/util.hpp"
 
 namespace weft {
@@ -19,6 +21,7 @@ namespace weft {
 namespace {
 
 void domain_destroy(domain* d) noexcept {
+  if (d->prov_close) d->prov_close(*d);
   mr_map_destroy(*d);
   info_free(d->info);
   delete d;
@@ -27,6 +30,7 @@ void domain_destroy(domain* d) noexcept {
 int domain_close(fid* f) noexcept {
   auto* d = from_fid<domain>(f);
   if (d->users_.busy()) return -FI_EBUSY;
+  if (d->eq) eq_drop(d->eq);
   d->fab->users_.drop();
   domain_destroy(d);
   return 0;
@@ -35,15 +39,28 @@ int domain_close(fid* f) noexcept {
 // fi_domain_bind: an EQ for asynchronous memory registration events.
 int domain_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
   auto* d = from_fid<domain>(f);
-  if (!bfid || bfid->fclass != FI_CLASS_EQ) return -FI_EINVAL;
+  if (!bfid || !is_eq(bfid)) return -FI_EINVAL;
   if (!only(flags, FI_REG_MR)) return -FI_EBADFLAGS;
   if (d->eq) return -FI_EBUSY;
   d->eq = reinterpret_cast<fid_eq*>(bfid);
+  eq_take(d->eq);
   return 0;
 }
 
+int domain_control(fid* f, int command, void* arg) noexcept {
+  auto* d = from_fid<domain>(f);
+  switch (command) {
+    case FI_MAP_RAW_MR:
+      return mr_map_raw(*d, static_cast<struct fi_mr_map_raw*>(arg));
+    case FI_UNMAP_KEY:
+      return mr_unmap_key(*d, static_cast<uint64_t*>(arg));
+    default:
+      return -FI_ENOSYS;
+  }
+}
+
 fi_ops domain_fi_ops = {
-    sizeof(fi_ops), domain_close, domain_bind, fid_no_control, fid_no_ops_open, fid_no_tostr,
+    sizeof(fi_ops), domain_close, domain_bind, domain_control, fid_no_ops_open, fid_no_tostr,
     fid_no_ops_set,
 };
 

@@ -20,3 +20,26 @@ int eq_post_error(fid_eq* eq, fid_t fid, void* context, uint64_t data, int err, 
                   const void* err_data, size_t err_data_size) noexcept;
 
 }  // namespace weft
+
+namespace weft {
+
+// Validation of an application-supplied fid: non-null, FI_CLASS_EQ, opened by
+// weft (declared in wait.hpp too).
+bool is_eq(const fid* f) noexcept;
+
+// References held by objects bound to the EQ (fi_av_bind, fi_ep_bind,
+// fi_pep_bind, fi_domain_bind): fi_close on the EQ returns -FI_EBUSY until
+// every reference is dropped.
+void eq_take(fid_eq* eq) noexcept;
+void eq_drop(fid_eq* eq) noexcept;
+
+// Control progress (connection management with FI_PROGRESS_MANUAL): pollers
+// run by fi_eq_read/readerr/sread. add returns 0 or -FI_ENOMEM; del returns 0
+// or -FI_ENOENT. A poller must not add or remove pollers of this EQ.
+int eq_add_poller(fid_eq* eq, void (*fn)(void*), void* arg) noexcept;
+int eq_del_poller(fid_eq* eq, void (*fn)(void*), void* arg) noexcept;
+
+// Events queued (including error entries), for tests and diagnostics.
+size_t eq_count(fid_eq* eq) noexcept;
+
+}  // namespace weft

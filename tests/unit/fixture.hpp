@@ -35,8 +35,12 @@ protected:
     ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
   }
   void TearDown() override {
-    if (domain) EXPECT_EQ(fi_close(&domain->fid), 0);
-    if (fabric) EXPECT_EQ(fi_close(&fabric->fid), 0);
+    if (domain) {
+      EXPECT_EQ(fi_close(&domain->fid), 0);
+    }
+    if (fabric) {
+      EXPECT_EQ(fi_close(&fabric->fid), 0);
+    }
     if (info) fi_freeinfo(info);
   }
   fi_info* info = nullptr;

@@ -1,5 +1,4 @@
-// prov/shm: registration and attributes. The data path lands with the shm
-// provider issue; until then fi_endpoint returns -FI_ENOSYS.
+// prov/shm: registration and attributes.
 #include <unistd.h>
 
 #include <climits>
@@ -8,6 +7,7 @@
 
 #include "core/prov_template.hpp"
 #include "core/provider.hpp"
+#include "prov/shm/shm_ep.hpp"
 #include "util/object.hpp"
 
 namespace weft {
@@ -77,9 +77,20 @@ public:
     templates_.push_back(i);
   }
 
+  ~shm_provider_t() override {
+    for (const fi_info* t : templates_) info_free(const_cast<fi_info*>(t));
+  }
+
   const char* name() const noexcept override { return "shm"; }
   uint32_t version() const noexcept override { return FI_VERSION(1, 0); }
   const std::vector<const fi_info*>& templates() const override { return templates_; }
+
+  int endpoint(domain& dom, fi_info* info, fid_ep** ep, void* context) override {
+    return shm::endpoint_open(dom, info, ep, context);
+  }
+  int query_atomic(domain& dom, fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) override {
+    return shm::query_atomic(dom, dt, op, attr, flags);
+  }
 
   // shm addresses are names: "fi_shm://<name>". A node that already has the
   // prefix is taken as is; otherwise node[:service] becomes the name.

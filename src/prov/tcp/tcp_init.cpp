@@ -82,6 +82,10 @@ public:
     templates_.push_back(make_template(FI_EP_MSG, FI_SOCKADDR_IN6, version()));
   }
 
+  ~tcp_provider_t() override {
+    for (const fi_info* t : templates_) info_free(const_cast<fi_info*>(t));
+  }
+
   const char* name() const noexcept override { return "tcp"; }
   uint32_t version() const noexcept override { return FI_VERSION(1, 0); }
   const std::vector<const fi_info*>& templates() const override { return templates_; }

@@ -1,0 +1,215 @@
+#pragma once
+// prov/shm: processes on one host. Private declarations.
+//
+// Data movement (see shm_proto.hpp for the shared layout):
+//  * messages up to inject_max are copied through the receiver's queue;
+//  * larger messages send a descriptor (op::rndv); the receiver pulls the
+//    data with process_vm_readv once it has matched a receive, then acks;
+//  * RMA: the initiator validates key, bounds and access against the target
+//    domain's published registration table and moves the data itself with
+//    process_vm_readv/writev;
+//  * without CMA (refused by the kernel, or FI_SHM_DISABLE_CMA=1) the same
+//    operations travel through the queue cells as fragments (a pipelined copy
+//    through shared bounce buffers); RMA and atomics then need the target's
+//    progress, as atomics always do.
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "prov/shm/shm_proto.hpp"
+#include "util/av.hpp"
+#include "util/domain.hpp"
+#include "util/object.hpp"
+
+namespace weft::shm {
+
+// ------------------------------------------------------------------ mapping
+// An mmap'ed region file. The creator unlinks it when it closes.
+class mapping {
+public:
+  mapping() = default;
+  ~mapping() { reset(); }
+  mapping(const mapping&) = delete;
+  mapping& operator=(const mapping&) = delete;
+
+  // Creates (O_EXCL) and maps `size` bytes; throws weft::error.
+  void create(const std::string& file, size_t size);
+  // Maps an existing file; returns false when it does not exist or is too small.
+  bool open(const std::string& file, size_t min_size);
+  void reset() noexcept;
+
+  unsigned char* base() const noexcept { return base_; }
+  size_t size() const noexcept { return size_; }
+  const std::string& file() const noexcept { return file_; }
+  bool owner() const noexcept { return owner_; }
+
+private:
+  unsigned char* base_ = nullptr;
+  size_t size_ = 0;
+  std::string file_;
+  bool owner_ = false;
+};
+
+// Accessors of an endpoint region.
+struct region_view {
+  unsigned char* base = nullptr;
+  region_hdr* hdr() const noexcept { return reinterpret_cast<region_hdr*>(base); }
+  queue_ctl* ctl() const noexcept { return reinterpret_cast<queue_ctl*>(base + sizeof(region_hdr)); }
+  peer_slot* peers() const noexcept { return reinterpret_cast<peer_slot*>(base + region_peers_off); }
+  cell* cells() const noexcept { return reinterpret_cast<cell*>(base + region_queue_off); }
+};
+
+void region_init(unsigned char* base, const std::string& name, const std::string& domain_file,
+                 bool cma) noexcept;
+
+// Claims the next cell of a peer's queue, or nullptr when the queue is full.
+cell* queue_claim(region_view r) noexcept;
+// Publishes a claimed cell to the consumer.
+void queue_commit(region_view r, cell* c) noexcept;
+// The next committed cell of our own queue, or nullptr.
+cell* queue_peek(region_view r) noexcept;
+// Releases the cell queue_peek returned.
+void queue_release(region_view r, cell* c) noexcept;
+
+// File name under /dev/shm of an endpoint region / a domain region.
+std::string region_file(const std::string& name);
+bool valid_name(const std::string& name) noexcept;
+
+// Removes regions whose owner process is gone (and that belong to this uid).
+void remove_stale_regions() noexcept;
+
+bool pid_alive(int32_t pid) noexcept;
+bool cma_usable() noexcept;  // process_vm_readv works here (and is not disabled)
+
+// ------------------------------------------------------------------ domain
+// Per-domain state: the published registration table.
+struct shm_domain {
+  mapping region;
+  std::string file;       // the region's file name (what endpoints advertise)
+  std::mutex lock;
+  static shm_domain& of(domain& d);  // created on first use
+};
+// Publishes (or withdraws) the registration `key` of `d` (domain::mr_changed).
+void publish_mr(domain& d, uint64_t key) noexcept;
+// Looks up a registration in a peer domain's table (seqlock read).
+bool lookup_mr(const unsigned char* domain_base, uint64_t key, mr_entry* out) noexcept;
+
+// ------------------------------------------------------------------ endpoint
+struct ep;
+
+// A peer we send to, cached per AV index.
+struct peer {
+  std::string name;
+  mapping region;             // its endpoint region
+  mapping domain_region;      // its domain's registration table (mapped on first RMA)
+  uint32_t slot = UINT32_MAX; // our slot in its peer table
+  int32_t pid = 0;
+  uint32_t av_gen = 0;
+  bool cma = true;
+  bool dead = false;
+  region_view view() const noexcept { return region_view{region.base()}; }
+};
+
+// The fields of a cell header a sender fills (a copyable template).
+struct hdr_fields {
+  op opcode = op::nop;
+  uint8_t atomic_op = 0;
+  uint8_t datatype = 0;
+  uint64_t tag = 0;
+  uint64_t data = 0;
+  uint64_t size = 0;
+  uint64_t id = 0;
+  uint32_t flags = 0;
+};
+
+enum class req_kind : uint8_t { send, read, atomic, write };
+
+// An operation that waits for a response (op::ack, read_resp, atomic_resp).
+struct request {
+  uint64_t id = 0;
+  req_kind kind = req_kind::send;
+  void* context = nullptr;
+  uint64_t flags = 0;          // completion flags
+  uint64_t op_flags = 0;       // FI_COMPLETION, ...
+  size_t len = 0;
+  void* buf = nullptr;
+  iovec iov[iov_max] = {};     // result buffers (read, fetch atomics)
+  size_t iov_count = 0;
+  size_t received = 0;         // bytes of response received
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  peer* to = nullptr;          // where the request's cells go
+  uint64_t tag = 0;
+  uint64_t data = 0;
+  int32_t peer_pid = 0;
+  // Pending fragments (no-CMA large messages and writes): what remains to go.
+  std::vector<unsigned char> staged;  // copy of the payload (non-CMA path)
+  size_t sent = 0;
+  hdr_fields tmpl{};             // header fields for the fragments
+  rma_desc rma{};
+  bool needs_completion = true;
+};
+
+// A posted receive.
+struct posted_recv {
+  iovec iov[iov_max] = {};
+  size_t iov_count = 0;
+  size_t total = 0;
+  fi_addr_t src = FI_ADDR_UNSPEC;
+  uint64_t tag = 0;
+  uint64_t ignore = 0;
+  void* context = nullptr;
+  uint64_t flags = 0;          // FI_COMPLETION, FI_MULTI_RECV, ...
+  bool tagged = false;
+  size_t multi_off = 0;        // FI_MULTI_RECV: bytes consumed so far
+};
+
+// A message that arrived before its receive.
+struct unexpected {
+  uint32_t src_slot = 0;
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  uint64_t tag = 0;
+  uint64_t data = 0;
+  uint32_t flags = 0;
+  uint64_t size = 0;
+  uint64_t id = 0;
+  bool rndv = false;
+  bool complete = true;        // all fragments present
+  rndv_desc desc{};            // rndv: where the data is
+  std::vector<unsigned char> bytes;  // inline / fragment data
+  size_t filled = 0;
+  bool claimed = false;        // FI_CLAIM'd by a peek
+  void* claim_context = nullptr;
+};
+
+// A receive in progress: large message matched, fragments still arriving.
+struct assembly {
+  posted_recv recv;
+  uint32_t src_slot;
+  uint64_t id;
+  uint64_t size;
+  size_t filled = 0;
+  uint64_t tag = 0, data = 0;
+  uint32_t flags = 0;
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  bool to_unexpected = false;  // fragments go to an unexpected entry
+  unexpected* ux = nullptr;
+};
+
+int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context);
+
+}  // namespace weft::shm

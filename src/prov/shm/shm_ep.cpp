@@ -1,0 +1,387 @@
+// prov/shm: endpoint control path — open, bind, enable, names, options, close.
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/info.hpp"
+#include "core/log.hpp"
+#include "prov/shm/shm_ep.hpp"
+#include "util/cntr.hpp"
+#include "util/cq.hpp"
+#include "util/eq.hpp"
+
+namespace weft::shm {
+
+namespace {
+
+constexpr const char* prefix = "fi_shm://";
+std::atomic<uint32_t> ep_counter{0};
+
+std::string address_of(const std::string& name) { return prefix + name; }
+
+// "fi_shm://name" → name (or "" when malformed).
+std::string name_of(const void* addr, size_t len) {
+  if (!addr || !len) return {};
+  const char* s = static_cast<const char*>(addr);
+  size_t n = strnlen(s, len);
+  std::string a(s, n);
+  if (a.compare(0, strlen(prefix), prefix) != 0) return {};
+  std::string name = a.substr(strlen(prefix));
+  return valid_name(name) ? name : std::string{};
+}
+
+void stop_progress_thread(ep& e) {
+  if (e.progress_thread.joinable()) {
+    e.stop.store(true);
+    e.progress_thread.join();
+  }
+}
+
+void unbind_all(ep& e) noexcept {
+  if (e.tx_cq) {
+    cq_del_poller(e.tx_cq, progress_poller, &e);
+    cq_drop(e.tx_cq);
+  }
+  if (e.rx_cq) {
+    if (e.rx_cq != e.tx_cq) cq_del_poller(e.rx_cq, progress_poller, &e);
+    cq_drop(e.rx_cq);
+  }
+  fid_cntr* cntrs[] = {e.cntr_send, e.cntr_recv, e.cntr_read, e.cntr_write, e.cntr_rread, e.cntr_rwrite};
+  for (size_t i = 0; i < 6; ++i) {
+    fid_cntr* c = cntrs[i];
+    if (!c) continue;
+    bool first = true;
+    for (size_t j = 0; j < i; ++j)
+      if (cntrs[j] == c) first = false;
+    if (first) cntr_del_poller(c, progress_poller, &e);
+    cntr_drop(c);
+  }
+  if (e.av) e.av->drop_user();
+  if (e.eq) eq_drop(e.eq);
+}
+
+int ep_close(fid* f) noexcept {
+  ep* e = ep::of(f);
+  stop_progress_thread(*e);
+  {
+    ep_guard g(*e);
+    // Give queued responses a last chance, then drop what is in flight.
+    if (e->enabled) progress(*e);
+    unbind_all(*e);
+    if (e->enabled) e->me.hdr()->state.store(state_closed, std::memory_order_release);
+  }
+  e->dom->users_.drop();
+  info_free(e->info);
+  delete e;
+  return 0;
+}
+
+int bind_cq(ep& e, fid_cq* cq, uint64_t flags) {
+  if (!only(flags, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+  if (!(flags & (FI_TRANSMIT | FI_RECV))) return -FI_EINVAL;
+  if (((flags & FI_TRANSMIT) && e.tx_cq) || ((flags & FI_RECV) && e.rx_cq)) return -FI_EINVAL;
+  bool registered = (e.tx_cq == cq) || (e.rx_cq == cq);
+  if (!registered && cq_add_poller(cq, progress_poller, &e)) return -FI_ENOMEM;
+  if (flags & FI_TRANSMIT) {
+    e.tx_cq = cq;
+    e.tx_selective = flags & FI_SELECTIVE_COMPLETION;
+    cq_take(cq);
+  }
+  if (flags & FI_RECV) {
+    e.rx_cq = cq;
+    e.rx_selective = flags & FI_SELECTIVE_COMPLETION;
+    cq_take(cq);
+  }
+  return 0;
+}
+
+int bind_cntr(ep& e, fid_cntr* c, uint64_t flags) {
+  constexpr uint64_t ok = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  if (!only(flags, ok)) return -FI_EBADFLAGS;
+  if (!flags) return -FI_EINVAL;
+  struct {
+    uint64_t flag;
+    fid_cntr** slot;
+  } map[] = {{FI_SEND, &e.cntr_send},   {FI_RECV, &e.cntr_recv},         {FI_READ, &e.cntr_read},
+             {FI_WRITE, &e.cntr_write}, {FI_REMOTE_READ, &e.cntr_rread}, {FI_REMOTE_WRITE, &e.cntr_rwrite}};
+  for (auto& m : map)
+    if ((flags & m.flag) && *m.slot) return -FI_EINVAL;
+  bool registered = false;
+  for (auto& m : map)
+    if (*m.slot == c) registered = true;
+  if (!registered && cntr_add_poller(c, progress_poller, &e)) return -FI_ENOMEM;
+  for (auto& m : map)
+    if (flags & m.flag) {
+      *m.slot = c;
+      cntr_take(c);
+    }
+  if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) e.caps |= FI_RMA_EVENT;
+  return 0;
+}
+
+int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
+  return guard([&]() -> int {
+    ep& e = *ep::of(f);
+    if (!bfid) return -FI_EINVAL;
+    ep_guard g(e);
+    if (e.enabled) return -FI_EOPBADSTATE;
+    switch (bfid->fclass) {
+      case FI_CLASS_AV: {
+        if (flags) return -FI_EBADFLAGS;
+        if (e.av) return -FI_EINVAL;
+        weft::av* a = weft::av::from(bfid);
+        if (!a || &a->dom() != e.dom) return -FI_EINVAL;
+        e.av = a;
+        a->add_user();
+        return 0;
+      }
+      case FI_CLASS_CQ:
+        if (!is_cq(bfid)) return -FI_EINVAL;
+        return bind_cq(e, reinterpret_cast<fid_cq*>(bfid), flags);
+      case FI_CLASS_CNTR:
+        if (!is_cntr(bfid)) return -FI_EINVAL;
+        return bind_cntr(e, reinterpret_cast<fid_cntr*>(bfid), flags);
+      case FI_CLASS_EQ:
+        if (!is_eq(bfid)) return -FI_EINVAL;
+        if (flags) return -FI_EBADFLAGS;
+        if (e.eq) return -FI_EINVAL;
+        e.eq = reinterpret_cast<fid_eq*>(bfid);
+        eq_take(e.eq);
+        return 0;
+      case FI_CLASS_STX_CTX:
+      case FI_CLASS_SRX_CTX:
+        return -FI_ENOSYS;
+      default:
+        return -FI_EINVAL;
+    }
+  });
+}
+
+int enable(ep& e) {
+  if (e.enabled) return 0;
+  if (!e.av) return -FI_ENOAV;
+  bool tx = e.caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC);
+  if (tx && !e.tx_cq && !e.cntr_send && !e.cntr_read && !e.cntr_write) return -FI_ENOCQ;
+  if (!e.rx_cq && !e.cntr_recv && (e.caps & (FI_MSG | FI_TAGGED)) && (e.caps & FI_RECV || !(e.caps & FI_SEND)))
+    return -FI_ENOCQ;
+  shm_domain& sd = shm_domain::of(*e.dom);
+  e.cma = cma_usable();
+  e.region.create(region_file(e.name), region_size);
+  region_init(e.region.base(), e.name, sd.file, e.cma);
+  e.me = region_view{e.region.base()};
+  if (e.caps & FI_RMA_EVENT) e.me.hdr()->rma_events.store(1, std::memory_order_release);
+  e.enabled = true;
+  if (e.dom->data_progress == FI_PROGRESS_AUTO) {
+    e.progress_thread = std::thread([&e] {
+      while (!e.stop.load(std::memory_order_relaxed)) {
+        {
+          ep_guard g(e);
+          progress(e);
+        }
+        usleep(50);
+      }
+    });
+  }
+  WEFT_DEBUG(FI_LOG_EP_CTRL, "shm: endpoint %s enabled (cma %d)", e.name.c_str(), e.cma);
+  return 0;
+}
+
+int ep_control(fid* f, int command, void* arg) noexcept {
+  return guard([&]() -> int {
+    ep& e = *ep::of(f);
+    ep_guard g(e);
+    switch (command) {
+      case FI_ENABLE:
+        return enable(e);
+      case FI_GETOPSFLAG: {
+        if (!arg) return -FI_EINVAL;
+        uint64_t* flags = static_cast<uint64_t*>(arg);
+        if ((*flags & FI_TRANSMIT) && (*flags & FI_RECV)) return -FI_EINVAL;
+        if (*flags & FI_TRANSMIT) *flags = FI_TRANSMIT | e.tx_op_flags;
+        else if (*flags & FI_RECV) *flags = FI_RECV | e.rx_op_flags;
+        else return -FI_EINVAL;
+        return 0;
+      }
+      case FI_SETOPSFLAG: {
+        if (!arg) return -FI_EINVAL;
+        uint64_t flags = *static_cast<uint64_t*>(arg);
+        if ((flags & FI_TRANSMIT) && (flags & FI_RECV)) return -FI_EINVAL;
+        if (flags & FI_TRANSMIT) e.tx_op_flags = flags & ~FI_TRANSMIT;
+        else if (flags & FI_RECV) e.rx_op_flags = flags & ~FI_RECV;
+        else return -FI_EINVAL;
+        return 0;
+      }
+      case FI_ALIAS:
+        return -FI_ENOSYS;
+      default:
+        return -FI_ENOSYS;
+    }
+  });
+}
+
+fi_ops ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind, ep_control, fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
+
+// ------------------------------------------------------------------ fi_ops_ep
+ssize_t ep_cancel(fid_t f, void* context) noexcept {
+  ep& e = *ep::of(f);
+  if (!context) return -FI_EINVAL;
+  ep_guard g(e);
+  for (auto* list : {&e.posted_msg, &e.posted_tagged}) {
+    for (auto it = list->begin(); it != list->end(); ++it) {
+      if (it->context != context) continue;
+      posted_recv r = *it;
+      list->erase(it);
+      if (e.rx_cq) {
+        fi_cq_err_entry err{};
+        err.op_context = context;
+        err.flags = FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG);
+        err.err = FI_ECANCELED;
+        err.prov_errno = -FI_ECANCELED;
+        err.tag = r.tag;
+        cq_write_error(e.rx_cq, err);
+      }
+      if (e.cntr_recv) cntr_err_inc(e.cntr_recv);
+      return 0;
+    }
+  }
+  return -FI_ENOENT;
+}
+
+int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) noexcept {
+  ep& e = *ep::of(f);
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (!optval || !optlen) return -FI_EINVAL;
+  switch (optname) {
+    case FI_OPT_MIN_MULTI_RECV:
+      if (*optlen < sizeof(size_t)) {
+        *optlen = sizeof(size_t);
+        return -FI_ETOOSMALL;
+      }
+      *static_cast<size_t*>(optval) = e.min_multi_recv;
+      *optlen = sizeof(size_t);
+      return 0;
+    case FI_OPT_CM_DATA_SIZE:
+      if (*optlen < sizeof(size_t)) {
+        *optlen = sizeof(size_t);
+        return -FI_ETOOSMALL;
+      }
+      *static_cast<size_t*>(optval) = 0;
+      *optlen = sizeof(size_t);
+      return 0;
+    default:
+      return -FI_ENOPROTOOPT;
+  }
+}
+
+int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) noexcept {
+  ep& e = *ep::of(f);
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (!optval) return -FI_EINVAL;
+  switch (optname) {
+    case FI_OPT_MIN_MULTI_RECV:
+      if (optlen != sizeof(size_t)) return -FI_EINVAL;
+      e.min_multi_recv = *static_cast<const size_t*>(optval);
+      return 0;
+    default:
+      return -FI_ENOPROTOOPT;
+  }
+}
+
+int ep_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) noexcept { return -FI_ENOSYS; }
+int ep_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) noexcept { return -FI_ENOSYS; }
+ssize_t ep_rx_size_left(fid_ep*) noexcept { return -FI_ENOSYS; }
+ssize_t ep_tx_size_left(fid_ep*) noexcept { return -FI_ENOSYS; }
+
+fi_ops_ep ep_ops = {sizeof(fi_ops_ep), ep_cancel,        ep_getopt,       ep_setopt,
+                    ep_tx_ctx,         ep_rx_ctx,        ep_rx_size_left, ep_tx_size_left};
+
+// ------------------------------------------------------------------ fi_ops_cm
+int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
+  return guard([&]() -> int {
+    ep& e = *ep::of(f);
+    ep_guard g(e);
+    if (e.enabled) return -FI_EOPBADSTATE;
+    std::string name = name_of(addr, addrlen);
+    if (name.empty()) return -FI_EINVAL;
+    e.name = name;
+    return 0;
+  });
+}
+
+int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
+  ep& e = *ep::of(f);
+  if (!addrlen) return -FI_EINVAL;
+  std::string a = address_of(e.name);
+  size_t need = a.size() + 1;
+  size_t have = *addrlen;
+  *addrlen = need;
+  if (!addr || have < need) {
+    if (addr && have) {
+      memcpy(addr, a.c_str(), have - 1);
+      static_cast<char*>(addr)[have - 1] = 0;
+    }
+    return -FI_ETOOSMALL;
+  }
+  memcpy(addr, a.c_str(), need);
+  return 0;
+}
+
+int cm_getpeer(fid_ep*, void*, size_t*) noexcept { return -FI_ENOSYS; }
+int cm_connect(fid_ep*, const void*, const void*, size_t) noexcept { return -FI_ENOSYS; }
+int cm_listen(fid_pep*) noexcept { return -FI_ENOSYS; }
+int cm_accept(fid_ep*, const void*, size_t) noexcept { return -FI_ENOSYS; }
+int cm_reject(fid_pep*, fid_t, const void*, size_t) noexcept { return -FI_ENOSYS; }
+int cm_shutdown(fid_ep*, uint64_t) noexcept { return -FI_ENOSYS; }
+int cm_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) noexcept { return -FI_ENOSYS; }
+
+fi_ops_cm cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer, cm_connect,
+                    cm_listen,         cm_accept,  cm_reject,  cm_shutdown, cm_join};
+
+}  // namespace
+
+int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
+  if (!info || !out) return -FI_EINVAL;
+  if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
+    return -FI_EINVAL;
+  if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, "shm"))
+    return -FI_EINVAL;
+  if (info->tx_attr && info->tx_attr->inject_size > inject_max) return -FI_EINVAL;
+  if (info->ep_attr && (info->ep_attr->tx_ctx_cnt > 1 || info->ep_attr->rx_ctx_cnt > 1) &&
+      info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT && info->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT)
+    return -FI_EINVAL;  // several contexts: fi_scalable_ep
+
+  auto e = std::make_unique<ep>();
+  e->info = info_dup(info);
+  if (!e->info) return -FI_ENOMEM;
+  e->dom = &dom;
+  e->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC);
+  if (!(e->caps & (FI_SEND | FI_RECV))) e->caps |= FI_SEND | FI_RECV;
+  if (info->tx_attr) {
+    e->tx_op_flags = info->tx_attr->op_flags;
+    if (info->tx_attr->inject_size) e->inject_size = info->tx_attr->inject_size;
+  }
+  if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
+  std::string name = name_of(info->src_addr, info->src_addrlen);
+  if (name.empty()) name = std::to_string(getpid()) + "_" + std::to_string(ep_counter++);
+  e->name = name;
+  for (auto& s : e->src_cache) s = FI_ADDR_NOTAVAIL;
+  // FI_THREAD_DOMAIN/COMPLETION/ENDPOINT: the application serialises access
+  // to the endpoint and the CQs that progress it, so no lock is taken.
+  e->lock.set_enabled(dom.threading == FI_THREAD_SAFE || dom.data_progress == FI_PROGRESS_AUTO);
+
+  e->fid_.fid.fclass = FI_CLASS_EP;
+  e->fid_.fid.context = context;
+  e->fid_.fid.ops = &ep_fi_ops;
+  e->fid_.ops = &ep_ops;
+  e->fid_.cm = &cm_ops;
+  e->fid_.msg = &msg_ops;
+  e->fid_.tagged = &tagged_ops;
+  e->fid_.rma = &rma_ops;
+  e->fid_.atomic = &atomic_ops;
+  e->fid_.collective = nullptr;
+  dom.users_.add();
+  *out = &e.release()->fid_;
+  return 0;
+}
+
+}  // namespace weft::shm

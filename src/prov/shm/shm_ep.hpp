@@ -1,0 +1,148 @@
+#pragma once
+// prov/shm: the RDM endpoint.
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "prov/shm/shm.hpp"
+
+namespace weft::shm {
+
+// Locking is chosen once at endpoint open from the domain's threading level
+// (and whether a progress thread runs): FI_THREAD_SAFE or FI_PROGRESS_AUTO
+// take the endpoint lock, the other levels promise serialised access.
+class ep_lock {
+public:
+  void set_enabled(bool on) noexcept { on_ = on; }
+  void lock() {
+    if (on_) m_.lock();
+  }
+  void unlock() {
+    if (on_) m_.unlock();
+  }
+
+private:
+  std::recursive_mutex m_;
+  bool on_ = true;
+};
+
+// Internal operation flag (a bit no public flag uses): fi_inject and
+// friends, which generate no completion.
+inline constexpr uint64_t flag_no_cq = 1ULL << 63;
+
+struct ep {
+  fid_ep fid_;  // first
+  domain* dom = nullptr;
+  fi_info* info = nullptr;
+  weft::av* av = nullptr;
+  fid_cq* tx_cq = nullptr;
+  fid_cq* rx_cq = nullptr;
+  bool tx_selective = false;
+  bool rx_selective = false;
+  fid_cntr* cntr_send = nullptr;
+  fid_cntr* cntr_recv = nullptr;
+  fid_cntr* cntr_read = nullptr;
+  fid_cntr* cntr_write = nullptr;
+  fid_cntr* cntr_rread = nullptr;
+  fid_cntr* cntr_rwrite = nullptr;
+  fid_eq* eq = nullptr;
+  uint64_t caps = 0;
+  uint64_t tx_op_flags = 0;
+  uint64_t rx_op_flags = 0;
+  size_t inject_size = inject_max;
+  size_t min_multi_recv = 64;
+  std::string name;  // our endpoint name (address "fi_shm://<name>")
+  mapping region;
+  region_view me;
+  bool enabled = false;
+  bool cma = true;
+  ep_lock lock;
+
+  // Peers we talk to: by name, and a cache by AV index.
+  std::unordered_map<std::string, std::unique_ptr<peer>> by_name;
+  std::vector<peer*> by_index;
+  std::vector<std::unique_ptr<peer>> retired;  // replaced peers: requests may still point at them
+  fi_addr_t src_cache[peer_slots];   // sender slot -> fi_addr (FI_SOURCE)
+  int32_t src_pid[peer_slots] = {};  // the pid the cached entry was for
+
+  std::list<posted_recv> posted_msg, posted_tagged;
+  std::list<unexpected> ux_msg, ux_tagged;
+  size_t ux_count = 0;
+  size_t ux_bytes = 0;
+  std::list<assembly> assemblies;
+
+  std::unordered_map<uint64_t, std::unique_ptr<request>> pending;  // by id
+  std::list<request*> outgoing;  // requests with cells still to push, in order
+  struct pending_cell {
+    peer* to;
+    hdr_fields h;
+    std::vector<unsigned char> payload;
+  };
+  std::list<pending_cell> backlog;  // responses that found the peer's queue full
+  uint64_t next_id = 1;
+  uint64_t last_liveness_check = 0;
+
+  std::thread progress_thread;
+  std::atomic<bool> stop{false};
+
+  static ep* of(fid_ep* e) noexcept { return from_fid<ep>(e); }
+  static ep* of(fid* f) noexcept { return from_fid<ep>(f); }
+};
+
+struct ep_guard {
+  explicit ep_guard(ep& e) : e_(e) { e_.lock.lock(); }
+  ~ep_guard() { e_.lock.unlock(); }
+  ep& e_;
+};
+
+// shm_progress.cpp
+void progress(ep& e) noexcept;
+void progress_poller(void* arg) noexcept;
+peer* peer_of(ep& e, fi_addr_t addr) noexcept;
+peer* peer_by_name(ep& e, const std::string& name) noexcept;
+cell* claim_to(ep& e, peer& p) noexcept;  // claims a cell of p's queue, progressing once if full
+void fill_src(ep& e, peer& p, cell* c) noexcept;
+fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept;
+// Sends one cell (header fields from h) to p, or keeps it in the backlog
+// when p's queue is full. Returns false only on allocation failure.
+bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t len) noexcept;
+// The peer that sent a cell (from its slot), mapped for responses.
+peer* sender_of(ep& e, uint32_t slot) noexcept;
+request* new_request(ep& e) noexcept;
+void finish_request(ep& e, uint64_t id) noexcept;
+
+// completions (shm_progress.cpp)
+void tx_done(ep& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t len) noexcept;
+void tx_fail(ep& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept;
+void rx_done(ep& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
+             uint64_t tag, fi_addr_t src) noexcept;
+void rx_fail(ep& e, const posted_recv& r, uint64_t cq_flags, int err, size_t len, size_t olen,
+             uint64_t data, uint64_t tag, fi_addr_t src) noexcept;
+
+// ops tables (shm_msg.cpp, shm_rma.cpp, shm_atomic.cpp)
+extern fi_ops_msg msg_ops;
+extern fi_ops_tagged tagged_ops;
+extern fi_ops_rma rma_ops;
+extern fi_ops_atomic atomic_ops;
+// Handlers run by progress for incoming RMA/atomic cells (shm_rma.cpp, shm_atomic.cpp).
+void handle_rma_cell(ep& e, cell* c) noexcept;
+void handle_atomic_cell(ep& e, cell* c) noexcept;
+int query_atomic(domain& dom, fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags);
+
+// Iov helpers.
+size_t iov_total(const iovec* iov, size_t count) noexcept;
+size_t iov_copy_to(const iovec* iov, size_t count, size_t offset, const void* src, size_t len) noexcept;
+size_t iov_copy_from(const iovec* iov, size_t count, size_t offset, void* dst, size_t len) noexcept;
+
+inline uint64_t now_ms() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+}  // namespace weft::shm

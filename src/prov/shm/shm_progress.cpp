@@ -1,0 +1,720 @@
+// prov/shm: peers, completions, and progress — draining our receive queue.
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/log.hpp"
+#include "prov/shm/shm_ep.hpp"
+#include "util/cntr.hpp"
+#include "util/cq.hpp"
+
+namespace weft::shm {
+
+// ------------------------------------------------------------------ iov helpers
+size_t iov_total(const iovec* iov, size_t count) noexcept {
+  size_t n = 0;
+  for (size_t i = 0; i < count; ++i) n += iov[i].iov_len;
+  return n;
+}
+
+size_t iov_copy_to(const iovec* iov, size_t count, size_t offset, const void* src, size_t len) noexcept {
+  size_t done = 0;
+  const auto* s = static_cast<const unsigned char*>(src);
+  for (size_t i = 0; i < count && done < len; ++i) {
+    if (offset >= iov[i].iov_len) {
+      offset -= iov[i].iov_len;
+      continue;
+    }
+    size_t n = std::min(iov[i].iov_len - offset, len - done);
+    memcpy(static_cast<unsigned char*>(iov[i].iov_base) + offset, s + done, n);
+    done += n;
+    offset = 0;
+  }
+  return done;
+}
+
+size_t iov_copy_from(const iovec* iov, size_t count, size_t offset, void* dst, size_t len) noexcept {
+  size_t done = 0;
+  auto* d = static_cast<unsigned char*>(dst);
+  for (size_t i = 0; i < count && done < len; ++i) {
+    if (offset >= iov[i].iov_len) {
+      offset -= iov[i].iov_len;
+      continue;
+    }
+    size_t n = std::min(iov[i].iov_len - offset, len - done);
+    memcpy(d + done, static_cast<const unsigned char*>(iov[i].iov_base) + offset, n);
+    done += n;
+    offset = 0;
+  }
+  return done;
+}
+
+// ------------------------------------------------------------------ peers
+namespace {
+
+// Registers us in p's peer table; false when it is full.
+bool register_with(ep& e, peer& p) noexcept {
+  region_view r = p.view();
+  peer_slot* slots = r.peers();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t i = 0; i < peer_slots; ++i) {
+      peer_slot& s = slots[i];
+      uint32_t expect = pass == 0 ? 0u : 2u;
+      if (pass == 1 && pid_alive(s.pid)) continue;  // reclaim only slots of dead senders
+      if (!s.state.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) continue;
+      s.pid = getpid();
+      memset(s.name, 0, sizeof s.name);
+      memcpy(s.name, e.name.c_str(), std::min(e.name.size(), name_max - 1));
+      s.state.store(2, std::memory_order_release);
+      p.slot = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+peer* peer_by_name(ep& e, const std::string& name) noexcept {
+  auto it = e.by_name.find(name);
+  if (it != e.by_name.end()) {
+    peer* p = it->second.get();
+    // A peer that went away and came back under the same name is re-mapped.
+    if (p->view().hdr()->state.load(std::memory_order_acquire) != state_closed && !p->dead) return p;
+  }
+  try {
+    auto p = std::make_unique<peer>();
+    p->name = name;
+    if (!p->region.open(region_file(name), region_size)) return nullptr;
+    region_hdr* h = p->view().hdr();
+    if (h->magic != region_magic || h->version != proto_version ||
+        h->state.load(std::memory_order_acquire) != state_ready)
+      return nullptr;
+    p->pid = h->pid;
+    if (!pid_alive(p->pid)) return nullptr;  // a region left by a dead process
+    p->cma = h->cma && e.cma;
+    if (!register_with(e, *p)) return nullptr;
+    peer* raw = p.get();
+    if (it != e.by_name.end()) e.retired.push_back(std::move(it->second));
+    e.by_name[name] = std::move(p);
+    for (auto& cached : e.by_index)
+      if (cached && cached->name == name) cached = raw;
+    return raw;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+peer* peer_of(ep& e, fi_addr_t addr) noexcept {
+  if (!e.av) return nullptr;
+  uint64_t idx = e.av->index(addr);
+  uint32_t gen = e.av->generation(addr);
+  if (idx < e.by_index.size()) {
+    peer* p = e.by_index[idx];
+    if (p && p->av_gen == gen && !p->dead) [[likely]]
+      return p;
+  }
+  size_t len = 0;
+  const char* a = static_cast<const char*>(e.av->lookup(addr, &len));
+  if (!a) return nullptr;
+  std::string s(a, strnlen(a, len));
+  constexpr size_t plen = 9;  // "fi_shm://"
+  if (s.compare(0, plen, "fi_shm://") != 0) return nullptr;
+  peer* p = peer_by_name(e, s.substr(plen));
+  if (!p) return nullptr;
+  p->av_gen = gen;
+  try {
+    if (idx >= e.by_index.size()) e.by_index.resize(idx + 1, nullptr);
+  } catch (...) {
+    return p;
+  }
+  e.by_index[idx] = p;
+  return p;
+}
+
+peer* sender_of(ep& e, uint32_t slot) noexcept {
+  if (slot >= peer_slots) return nullptr;
+  peer_slot& s = e.me.peers()[slot];
+  if (s.state.load(std::memory_order_acquire) != 2) return nullptr;
+  char name[name_max];
+  memcpy(name, s.name, name_max);
+  name[name_max - 1] = 0;
+  return peer_by_name(e, name);
+}
+
+fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept {
+  if (slot >= peer_slots || !e.av) return FI_ADDR_NOTAVAIL;
+  peer_slot& s = e.me.peers()[slot];
+  int32_t pid = s.pid;
+  if (e.src_cache[slot] != FI_ADDR_NOTAVAIL && e.src_pid[slot] == pid) [[likely]]
+    return e.src_cache[slot];
+  char addr[name_max + 16] = "fi_shm://";
+  size_t plen = strlen(addr);
+  memcpy(addr + plen, s.name, name_max - 1);
+  addr[plen + name_max - 1] = 0;
+  size_t len = strlen(addr);
+  fi_addr_t a = e.av->find(addr, len + 1);
+  if (a == FI_ADDR_NOTAVAIL) a = e.av->find(addr, len);
+  if (a != FI_ADDR_NOTAVAIL) {
+    e.src_cache[slot] = a;
+    e.src_pid[slot] = pid;
+  }
+  return a;
+}
+
+cell* claim_to(ep& e, peer& p) noexcept {
+  region_view r = p.view();
+  cell* c = queue_claim(r);
+  if (!c) [[unlikely]] {
+    progress(e);  // make room on our side: the peer may be waiting for us
+    c = queue_claim(r);
+  }
+  if (c) c->h.src = p.slot;
+  return c;
+}
+
+void fill_src(ep&, peer& p, cell* c) noexcept { c->h.src = p.slot; }
+
+bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t len) noexcept {
+  cell* c = e.backlog.empty() ? queue_claim(p.view()) : nullptr;
+  if (c) {
+    c->h.opcode = h.opcode;
+    c->h.atomic_op = h.atomic_op;
+    c->h.datatype = h.datatype;
+    c->h.src = p.slot;
+    c->h.tag = h.tag;
+    c->h.data = h.data;
+    c->h.size = h.size;
+    c->h.id = h.id;
+    c->h.flags = h.flags;
+    c->h.len = static_cast<uint32_t>(len);
+    if (len) memcpy(c->payload, payload, len);
+    queue_commit(p.view(), c);
+    return true;
+  }
+  try {
+    ep::pending_cell pc{&p, {}, {}};
+    pc.h.opcode = h.opcode;
+    pc.h.atomic_op = h.atomic_op;
+    pc.h.datatype = h.datatype;
+    pc.h.tag = h.tag;
+    pc.h.data = h.data;
+    pc.h.size = h.size;
+    pc.h.id = h.id;
+    pc.h.flags = h.flags;
+    pc.payload.assign(static_cast<const unsigned char*>(payload),
+                      static_cast<const unsigned char*>(payload) + len);
+    e.backlog.push_back(std::move(pc));
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+request* new_request(ep& e) noexcept {
+  try {
+    auto r = std::make_unique<request>();
+    r->id = e.next_id++;
+    request* raw = r.get();
+    e.pending.emplace(raw->id, std::move(r));
+    return raw;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void finish_request(ep& e, uint64_t id) noexcept {
+  e.outgoing.remove_if([id](request* r) { return r->id == id; });
+  e.pending.erase(id);
+}
+
+// ------------------------------------------------------------------ completions
+namespace {
+fid_cntr* tx_counter(ep& e, uint64_t cq_flags) noexcept {
+  if (cq_flags & FI_READ) return e.cntr_read;
+  if (cq_flags & FI_WRITE) return e.cntr_write;
+  if (cq_flags & FI_ATOMIC) return (cq_flags & FI_READ) ? e.cntr_read : e.cntr_write;
+  return e.cntr_send;
+}
+}  // namespace
+
+void tx_done(ep& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t len) noexcept {
+  if (e.tx_cq && (!e.tx_selective || (op_flags & FI_COMPLETION)) && !(op_flags & flag_no_cq))
+    cq_write(e.tx_cq, context, cq_flags, 0, nullptr, 0, 0);
+  (void)len;
+  if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_inc(c);
+}
+
+void tx_fail(ep& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept {
+  (void)op_flags;
+  if (e.tx_cq) {
+    fi_cq_err_entry ee{};
+    ee.op_context = context;
+    ee.flags = cq_flags;
+    ee.len = len;
+    ee.err = err;
+    ee.prov_errno = -err;
+    cq_write_error(e.tx_cq, ee);
+  }
+  if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_err_inc(c);
+}
+
+void rx_done(ep& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
+             uint64_t tag, fi_addr_t src) noexcept {
+  if (e.rx_cq && (!e.rx_selective || (r.flags & FI_COMPLETION)))
+    cq_write(e.rx_cq, r.context, cq_flags, len, buf, data, tag, src);
+  if (e.cntr_recv) cntr_inc(e.cntr_recv);
+}
+
+void rx_fail(ep& e, const posted_recv& r, uint64_t cq_flags, int err, size_t len, size_t olen,
+             uint64_t data, uint64_t tag, fi_addr_t src) noexcept {
+  if (e.rx_cq) {
+    fi_cq_err_entry ee{};
+    ee.op_context = r.context;
+    ee.flags = cq_flags;
+    ee.len = len;
+    ee.data = data;
+    ee.tag = tag;
+    ee.olen = olen;
+    ee.err = err;
+    ee.prov_errno = -err;
+    cq_write_error(e.rx_cq, ee, src);
+  }
+  if (e.cntr_recv) cntr_err_inc(e.cntr_recv);
+}
+
+// ------------------------------------------------------------------ receive side
+namespace {
+
+constexpr size_t ux_max_count = 4096;
+constexpr size_t ux_max_bytes = size_t{256} << 20;
+
+bool addr_match(ep& e, fi_addr_t want, fi_addr_t have) noexcept {
+  if (want == FI_ADDR_UNSPEC || !(e.caps & FI_DIRECTED_RECV)) return true;
+  if (have == FI_ADDR_NOTAVAIL) return false;
+  return e.av->index(want) == e.av->index(have);
+}
+
+bool recv_matches(ep& e, const posted_recv& r, bool tagged, uint64_t tag, fi_addr_t src) noexcept {
+  if (tagged && ((r.tag ^ tag) & ~r.ignore)) return false;
+  return addr_match(e, r.src, src);
+}
+
+std::list<posted_recv>::iterator find_recv(ep& e, bool tagged, uint64_t tag, uint32_t slot, fi_addr_t* src) {
+  auto& list = tagged ? e.posted_tagged : e.posted_msg;
+  bool need_src = (e.caps & FI_DIRECTED_RECV);
+  if (need_src && *src == FI_ADDR_NOTAVAIL) *src = src_addr_of(e, slot);
+  for (auto it = list.begin(); it != list.end(); ++it)
+    if (recv_matches(e, *it, tagged, tag, *src)) return it;
+  return list.end();
+}
+
+uint64_t recv_flags(bool tagged, uint32_t cell_flags) {
+  return FI_RECV | (tagged ? FI_TAGGED : FI_MSG) | ((cell_flags & flag_remote_cq_data) ? FI_REMOTE_CQ_DATA : 0);
+}
+
+void send_ack(ep& e, uint32_t slot, uint64_t id, int err) noexcept {
+  peer* p = sender_of(e, slot);
+  if (!p) return;
+  hdr_fields h{};
+  h.opcode = op::ack;
+  h.id = id;
+  h.data = static_cast<uint64_t>(err);
+  send_cell(e, *p, h, nullptr, 0);
+}
+
+// Where the next message lands in a posted receive: the whole buffer, or the
+// unused tail of a multi-receive buffer.
+struct landing {
+  iovec iov[iov_max];
+  size_t count;
+  size_t room;
+  void* buf;  // completion's buf (multi-receive only)
+};
+
+landing landing_of(const posted_recv& r) {
+  landing l{};
+  if (r.flags & FI_MULTI_RECV) {
+    l.iov[0].iov_base = static_cast<unsigned char*>(r.iov[0].iov_base) + r.multi_off;
+    l.iov[0].iov_len = r.iov[0].iov_len - r.multi_off;
+    l.count = 1;
+    l.room = l.iov[0].iov_len;
+    l.buf = l.iov[0].iov_base;
+  } else {
+    memcpy(l.iov, r.iov, sizeof l.iov);
+    l.count = r.iov_count;
+    l.room = r.total;
+    l.buf = nullptr;
+  }
+  return l;
+}
+
+// After a message landed in `it`: consume the receive, or for a
+// multi-receive buffer advance and release it when too little is left.
+void retire(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::iterator it, size_t used,
+            uint64_t* cq_flags) {
+  if (it->flags & FI_MULTI_RECV) {
+    it->multi_off += used;
+    if (it->iov[0].iov_len - it->multi_off < e.min_multi_recv) {
+      *cq_flags |= FI_MULTI_RECV;
+      list.erase(it);
+    }
+  } else {
+    list.erase(it);
+  }
+}
+
+void deliver_bytes(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::iterator it, bool tagged,
+                   const void* data, uint64_t size, uint32_t cflags, uint64_t tag, uint64_t cq_data,
+                   fi_addr_t src) {
+  posted_recv r = *it;
+  landing l = landing_of(r);
+  size_t n = std::min<uint64_t>(size, l.room);
+  iov_copy_to(l.iov, l.count, 0, data, n);
+  uint64_t flags = recv_flags(tagged, cflags);
+  retire(e, list, it, n, &flags);
+  if (n < size)
+    rx_fail(e, r, flags, FI_ETRUNC, n, size - n, cq_data, tag, src);
+  else
+    rx_done(e, r, flags, n, l.buf, cq_data, tag, src);
+}
+
+// Pulls a large message with CMA into the receive; returns 0 or -FI_E*.
+int pull(const rndv_desc& d, const iovec* iov, size_t count, size_t len) {
+  iovec remote[iov_max];
+  size_t rc = std::min<size_t>(d.iov_count, iov_max);
+  for (size_t i = 0; i < rc; ++i) {
+    remote[i].iov_base = reinterpret_cast<void*>(d.iov[i].base);
+    remote[i].iov_len = d.iov[i].len;
+  }
+  // Trim the local side to len.
+  iovec local[iov_max];
+  size_t lc = 0, left = len;
+  for (size_t i = 0; i < count && left; ++i) {
+    local[lc] = iov[i];
+    local[lc].iov_len = std::min(local[lc].iov_len, left);
+    left -= local[lc].iov_len;
+    ++lc;
+  }
+  size_t done = 0;
+  while (done < len) {
+    // process_vm_readv may move less than asked: continue where it stopped.
+    iovec l2[iov_max], r2[iov_max];
+    size_t l2c = 0, r2c = 0, skip = done;
+    for (size_t i = 0; i < lc; ++i) {
+      if (skip >= local[i].iov_len) {
+        skip -= local[i].iov_len;
+        continue;
+      }
+      l2[l2c].iov_base = static_cast<char*>(local[i].iov_base) + skip;
+      l2[l2c++].iov_len = local[i].iov_len - skip;
+      skip = 0;
+    }
+    skip = done;
+    for (size_t i = 0; i < rc; ++i) {
+      if (skip >= remote[i].iov_len) {
+        skip -= remote[i].iov_len;
+        continue;
+      }
+      r2[r2c].iov_base = static_cast<char*>(remote[i].iov_base) + skip;
+      r2[r2c++].iov_len = remote[i].iov_len - skip;
+      skip = 0;
+    }
+    ssize_t n = process_vm_readv(d.pid, l2, l2c, r2, r2c, 0);
+    if (n <= 0) return errno == ESRCH ? -FI_EIO : -FI_EACCES;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::iterator it, bool tagged,
+                  const rndv_desc& d, uint64_t size, uint32_t cflags, uint64_t tag, uint64_t cq_data,
+                  fi_addr_t src, uint32_t slot, uint64_t id) {
+  posted_recv r = *it;
+  landing l = landing_of(r);
+  size_t n = std::min<uint64_t>(size, l.room);
+  int ret = pull(d, l.iov, l.count, n);
+  uint64_t flags = recv_flags(tagged, cflags);
+  retire(e, list, it, n, &flags);
+  send_ack(e, slot, id, ret ? -ret : 0);
+  if (ret)
+    rx_fail(e, r, flags, -ret, 0, 0, cq_data, tag, src);
+  else if (n < size)
+    rx_fail(e, r, flags, FI_ETRUNC, n, size - n, cq_data, tag, src);
+  else
+    rx_done(e, r, flags, n, l.buf, cq_data, tag, src);
+}
+
+// A message cell (msg, rndv, or first fragment). Returns false when it must
+// stay in the queue (unexpected buffer full).
+bool handle_message(ep& e, cell* c) {
+  const cell_hdr& h = c->h;
+  bool tagged = h.flags & flag_tagged;
+  fi_addr_t src = (e.caps & FI_SOURCE) ? src_addr_of(e, h.src) : FI_ADDR_NOTAVAIL;
+  auto& list = tagged ? e.posted_tagged : e.posted_msg;
+  auto it = find_recv(e, tagged, h.tag, h.src, &src);
+  uint64_t data = (h.flags & flag_remote_cq_data) ? h.data : 0;
+  if (it != list.end()) {
+    switch (h.opcode) {
+      case op::msg:
+        deliver_bytes(e, list, it, tagged, c->payload, h.size, h.flags, h.tag, data, src);
+        if (h.flags & flag_want_ack) send_ack(e, h.src, h.id, 0);
+        return true;
+      case op::rndv: {
+        rndv_desc d;
+        memcpy(&d, c->payload, sizeof d);
+        deliver_rndv(e, list, it, tagged, d, h.size, h.flags, h.tag, data, src, h.src, h.id);
+        return true;
+      }
+      default: {  // first fragment
+        assembly a;
+        a.recv = *it;
+        a.src_slot = h.src;
+        a.id = h.id;
+        a.size = h.size;
+        a.tag = h.tag;
+        a.data = data;
+        a.flags = h.flags;
+        a.src = src;
+        list.erase(it);
+        e.assemblies.push_back(a);
+        return false;  // fall through to fragment handling by caller
+      }
+    }
+  }
+  // Unexpected.
+  size_t bytes = h.opcode == op::rndv ? 0 : h.size;
+  if (e.ux_count >= ux_max_count || e.ux_bytes + bytes > ux_max_bytes) return false;
+  auto& ux = tagged ? e.ux_tagged : e.ux_msg;
+  unexpected u;
+  u.src_slot = h.src;
+  u.src = src;
+  u.tag = h.tag;
+  u.data = data;
+  u.flags = h.flags;
+  u.size = h.size;
+  u.id = h.id;
+  if (h.opcode == op::rndv) {
+    u.rndv = true;
+    memcpy(&u.desc, c->payload, sizeof u.desc);
+  } else {
+    u.bytes.resize(h.size);
+    if (h.opcode == op::msg) {
+      memcpy(u.bytes.data(), c->payload, h.size);
+    } else {
+      u.complete = false;
+    }
+  }
+  e.ux_count++;
+  e.ux_bytes += bytes;
+  ux.push_back(std::move(u));
+  if (h.opcode == op::frag) {
+    assembly a;
+    a.src_slot = h.src;
+    a.id = h.id;
+    a.size = h.size;
+    a.to_unexpected = true;
+    a.ux = &ux.back();
+    e.assemblies.push_back(a);
+  }
+  return true;
+}
+
+void handle_fragment(ep& e, cell* c) {
+  const cell_hdr& h = c->h;
+  for (auto it = e.assemblies.begin(); it != e.assemblies.end(); ++it) {
+    if (it->src_slot != h.src || it->id != h.id) continue;
+    uint64_t off = h.tag;  // fragments carry their offset in `tag` after the first
+    if (h.flags & flag_first) off = 0;
+    size_t n = std::min<size_t>(h.len, it->size > off ? it->size - off : 0);
+    if (it->to_unexpected) {
+      memcpy(it->ux->bytes.data() + off, c->payload, n);
+      it->ux->filled += n;
+      if (it->ux->filled >= it->ux->size) {
+        it->ux->complete = true;
+        e.assemblies.erase(it);
+      }
+      return;
+    }
+    landing l = landing_of(it->recv);
+    if (off < l.room) iov_copy_to(l.iov, l.count, off, c->payload, std::min<size_t>(n, l.room - off));
+    it->filled += n;
+    if (it->filled >= it->size) {
+      assembly a = *it;
+      e.assemblies.erase(it);
+      bool tagged = a.flags & flag_tagged;
+      uint64_t flags = recv_flags(tagged, a.flags);
+      size_t got = std::min<size_t>(a.size, l.room);
+      if (a.recv.flags & FI_MULTI_RECV) {
+        // The buffer was taken off the list when matched; put what remains back.
+        posted_recv rest = a.recv;
+        rest.multi_off += got;
+        if (rest.iov[0].iov_len - rest.multi_off >= e.min_multi_recv)
+          (tagged ? e.posted_tagged : e.posted_msg).push_front(rest);
+        else
+          flags |= FI_MULTI_RECV;
+      }
+      send_ack(e, a.src_slot, a.id, 0);
+      if (got < a.size)
+        rx_fail(e, a.recv, flags, FI_ETRUNC, got, a.size - got, a.data, a.tag, a.src);
+      else
+        rx_done(e, a.recv, flags, got, l.buf, a.data, a.tag, a.src);
+    }
+    return;
+  }
+  // No assembly: the receive was cancelled or the sender is unknown; drop.
+}
+
+void handle_ack(ep& e, cell* c) {
+  auto it = e.pending.find(c->h.id);
+  if (it == e.pending.end()) return;
+  request* r = it->second.get();
+  int err = static_cast<int>(c->h.data);
+  if (err)
+    tx_fail(e, r->context, r->flags, r->op_flags, err, 0);
+  else if (r->needs_completion)
+    tx_done(e, r->context, r->flags, r->op_flags, r->len);
+  finish_request(e, r->id);
+}
+
+void push_outgoing(ep& e) {
+  // Responses first, in order.
+  while (!e.backlog.empty()) {
+    auto& pc = e.backlog.front();
+    cell* c = queue_claim(pc.to->view());
+    if (!c) break;
+    c->h.opcode = pc.h.opcode;
+    c->h.atomic_op = pc.h.atomic_op;
+    c->h.datatype = pc.h.datatype;
+    c->h.src = pc.to->slot;
+    c->h.tag = pc.h.tag;
+    c->h.data = pc.h.data;
+    c->h.size = pc.h.size;
+    c->h.id = pc.h.id;
+    c->h.flags = pc.h.flags;
+    c->h.len = static_cast<uint32_t>(pc.payload.size());
+    if (!pc.payload.empty()) memcpy(c->payload, pc.payload.data(), pc.payload.size());
+    queue_commit(pc.to->view(), c);
+    e.backlog.pop_front();
+  }
+  // Fragment streams of large messages / writes without CMA.
+  for (auto it = e.outgoing.begin(); it != e.outgoing.end();) {
+    request* r = *it;
+    peer* p = r->to;
+    bool full = false;
+    while (r->sent < r->len) {
+      cell* c = queue_claim(p->view());
+      if (!c) {
+        full = true;
+        break;
+      }
+      size_t n = std::min(r->len - r->sent, inject_max);
+      c->h.opcode = r->tmpl.opcode;
+      c->h.atomic_op = 0;
+      c->h.datatype = 0;
+      c->h.src = p->slot;
+      c->h.tag = r->sent;  // offset
+      c->h.data = r->tmpl.data;
+      c->h.size = r->len;
+      c->h.id = r->id;
+      c->h.flags = r->tmpl.flags & ~flag_first;
+      c->h.len = static_cast<uint32_t>(n);
+      size_t off = 0;
+      if (r->tmpl.opcode == op::write) {
+        rma_desc d = r->rma;
+        memcpy(c->payload, &d, sizeof d);
+        off = sizeof d;
+        n = std::min(n, inject_max - sizeof d);
+        c->h.len = static_cast<uint32_t>(n + off);
+      }
+      iov_copy_from(r->iov, r->iov_count, r->sent, c->payload + off, n);
+      r->sent += n;
+      if (r->sent >= r->len) c->h.flags |= flag_last;
+      queue_commit(p->view(), c);
+    }
+    if (full) break;  // keep order: later streams wait for this one
+    it = e.outgoing.erase(it);
+  }
+}
+
+void check_liveness(ep& e) {
+  uint64_t now = now_ms();
+  if (now - e.last_liveness_check < 100) return;
+  e.last_liveness_check = now;
+  std::vector<uint64_t> dead;
+  for (auto& [id, r] : e.pending)
+    if (r->peer_pid && !pid_alive(r->peer_pid)) dead.push_back(id);
+  for (uint64_t id : dead) {
+    request* r = e.pending[id].get();
+    tx_fail(e, r->context, r->flags, r->op_flags, FI_EIO, 0);
+    finish_request(e, id);
+  }
+  for (auto& kv : e.by_name)
+    if (!pid_alive(kv.second->pid)) kv.second->dead = true;
+  // Receives being filled by a sender that died.
+  for (auto it = e.assemblies.begin(); it != e.assemblies.end();) {
+    peer_slot& s = e.me.peers()[it->src_slot];
+    if (!pid_alive(s.pid)) {
+      if (!it->to_unexpected)
+        rx_fail(e, it->recv, recv_flags(it->flags & flag_tagged, it->flags), FI_EIO, 0, 0, it->data, it->tag,
+                it->src);
+      it = e.assemblies.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace
+
+void progress(ep& e) noexcept {
+  if (!e.enabled) return;
+  try {
+    if (!e.backlog.empty() || !e.outgoing.empty()) push_outgoing(e);
+    for (int n = 0; n < 64; ++n) {
+      cell* c = queue_peek(e.me);
+      if (!c) break;
+      switch (c->h.opcode) {
+        case op::msg:
+        case op::rndv:
+          if (!handle_message(e, c)) return;  // unexpected buffer full: leave it queued
+          break;
+        case op::frag:
+          if (c->h.flags & flag_first) {
+            size_t before = e.assemblies.size();
+            bool handled = handle_message(e, c);
+            if (!handled && e.assemblies.size() == before) return;  // buffer full
+          }
+          handle_fragment(e, c);
+          break;
+        case op::ack:
+          handle_ack(e, c);
+          break;
+        case op::write:
+        case op::read_req:
+        case op::read_resp:
+        case op::notify:
+          handle_rma_cell(e, c);
+          break;
+        case op::atomic:
+        case op::atomic_resp:
+          handle_atomic_cell(e, c);
+          break;
+        default:
+          break;  // nop, or an opcode from a newer peer: dropped
+      }
+      queue_release(e.me, c);
+    }
+    if (!e.pending.empty() || !e.assemblies.empty()) check_liveness(e);
+  } catch (...) {
+    WEFT_WARN(FI_LOG_EP_DATA, "shm: progress ran out of memory");
+  }
+}
+
+void progress_poller(void* arg) noexcept {
+  ep& e = *static_cast<ep*>(arg);
+  ep_guard g(e);
+  progress(e);
+}
+
+}  // namespace weft::shm

@@ -1,0 +1,202 @@
+#pragma once
+// prov/shm: what processes share. Every structure here lives in a
+// process-shared mapping, so: standard layout, fixed-width fields, offsets
+// instead of pointers, a fixed 64-byte cache line, static_asserts on sizes.
+//
+// Two kinds of region, both files under /dev/shm, mode 0600, the owner's uid
+// in the name:
+//
+//   endpoint region  "weft_<uid>_<name>"   (one per enabled endpoint)
+//     [header | peer table | receive queue]
+//     The receive queue is a bounded multi-producer single-consumer ring of
+//     fixed-size cells: any peer appends commands, only the owner consumes.
+//
+//   domain region    "weft_<uid>_d<pid>_<n>" (one per domain)
+//     [header | registration table]
+//     The domain's memory registrations, published so that an initiator can
+//     validate (key, address, length, access) itself and then move RMA data
+//     with process_vm_readv/writev, with no action by the target's CPU.
+//
+// Cache-line plan: the ring's producer index and consumer index sit on their
+// own lines (producers contend on one, the consumer owns the other); each
+// cell's sequence word shares a line with the cell header the consumer reads
+// right after it.
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "util/mr.hpp"
+
+namespace weft::shm {
+
+inline constexpr size_t cacheline = 64;
+inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
+inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
+inline constexpr uint32_t proto_version = 1;
+
+inline constexpr size_t name_max = 64;          // an endpoint name, NUL included
+inline constexpr size_t inject_max = 4096;      // payload bytes in one cell
+inline constexpr uint32_t queue_cells = 256;    // ring depth (power of two)
+inline constexpr uint32_t peer_slots = 256;     // senders one endpoint can hear from
+inline constexpr uint32_t mr_table_slots = 8192;  // registrations per domain (power of two)
+inline constexpr size_t iov_max = 4;
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert((queue_cells & (queue_cells - 1)) == 0);
+static_assert((mr_table_slots & (mr_table_slots - 1)) == 0);
+
+// ---------------------------------------------------------------- commands
+enum class op : uint8_t {
+  nop = 0,        // a cell abandoned by a dead producer
+  msg = 1,        // a whole message inline (size <= inject_max)
+  rndv = 2,       // a large message: payload is an rndv_desc; the receiver pulls with CMA
+  frag = 3,       // a large message without CMA: one piece, at `offset`
+  ack = 4,        // receiver -> sender: message `id` delivered (err in `data`)
+  write = 5,      // RMA write carried in cells (no CMA): rma_desc + data at `offset`
+  read_req = 6,   // RMA read request without CMA: rma_desc; target answers read_resp
+  read_resp = 7,  // data for read `id` at `offset`; err in `data` (last piece carries flag_last)
+  notify = 8,     // remote side of a CMA RMA write: remote CQ data / counters
+  atomic = 9,     // atomic request: atomic_desc + operands
+  atomic_resp = 10,  // atomic result for `id`: err in `data`, fetched values inline
+  max_op
+};
+
+// cell_hdr::flags
+inline constexpr uint32_t flag_tagged = 1u << 0;       // tagged message
+inline constexpr uint32_t flag_remote_cq_data = 1u << 1;  // `data` is remote CQ data
+inline constexpr uint32_t flag_want_ack = 1u << 2;     // sender waits for op::ack (delivery complete)
+inline constexpr uint32_t flag_first = 1u << 3;        // first fragment (carries the header fields)
+inline constexpr uint32_t flag_last = 1u << 4;         // last fragment / response piece
+inline constexpr uint32_t flag_read = 1u << 5;         // notify: the RMA was a read
+inline constexpr uint32_t flag_fetch = 1u << 6;        // atomic: fetch form
+inline constexpr uint32_t flag_compare = 1u << 7;      // atomic: compare form
+
+// One cell of a receive queue. The header is one cache line.
+struct cell_hdr {
+  std::atomic<uint64_t> seq;  // ring sequence (see queue)
+  op opcode;
+  uint8_t atomic_op;          // enum fi_op, for op::atomic
+  uint8_t datatype;           // enum fi_datatype, for op::atomic
+  uint8_t reserved0;
+  uint32_t src;               // the sender's slot in the receiver's peer table
+  uint64_t tag;
+  uint64_t data;              // remote CQ data, or an error code in responses
+  uint64_t size;              // whole message / RMA / atomic length in bytes
+  uint64_t id;                // the sender's request id, echoed in responses
+  uint32_t flags;             // flag_*
+  uint32_t len;               // bytes valid in payload
+  int32_t producer;           // pid of the producer that claimed the cell
+  uint32_t reserved1;
+};
+static_assert(std::is_standard_layout_v<cell_hdr>);
+static_assert(sizeof(cell_hdr) == cacheline);
+static_assert(offsetof(cell_hdr, tag) == 16 && offsetof(cell_hdr, id) == 40 &&
+              offsetof(cell_hdr, flags) == 48 && offsetof(cell_hdr, producer) == 56);
+
+struct cell {
+  cell_hdr h;
+  alignas(cacheline) unsigned char payload[inject_max];
+};
+static_assert(sizeof(cell) == cacheline + inject_max);
+
+// Payload of op::rndv: where the sender's data is, for process_vm_readv.
+struct rndv_desc {
+  int32_t pid;
+  uint32_t iov_count;
+  uint64_t reserved;
+  struct {
+    uint64_t base;
+    uint64_t len;
+  } iov[iov_max];
+};
+static_assert(std::is_standard_layout_v<rndv_desc> && sizeof(rndv_desc) == 80);
+
+// Leading payload of op::write / op::read_req / op::notify and op::atomic.
+struct rma_desc {
+  uint64_t addr;  // target address (as the target's registration names it)
+  uint64_t key;
+  uint64_t len;   // bytes covered by this request
+  uint64_t count; // atomic: element count
+};
+static_assert(sizeof(rma_desc) == 32);
+
+// ---------------------------------------------------------------- regions
+enum region_state : uint32_t { state_init = 0, state_ready = 1, state_closed = 2 };
+
+struct alignas(cacheline) region_hdr {
+  uint64_t magic;
+  uint32_t version;
+  int32_t pid;                    // the owner
+  std::atomic<uint32_t> state;    // region_state
+  uint32_t queue_cells;
+  uint32_t cell_size;
+  uint32_t peer_slots;
+  uint64_t size;                  // bytes mapped
+  uint64_t peers_off;             // offset of the peer table
+  uint64_t queue_off;             // offset of the cells
+  uint32_t inject_size;
+  uint32_t cma;                   // the owner may be accessed with CMA (1) or not (0)
+  char name[name_max];            // the endpoint's name
+  char domain_region[name_max];   // file name of the owner's domain region
+  std::atomic<uint32_t> rma_events;  // the owner wants notify for RMA it is the target of
+  uint32_t reserved[15];
+};
+static_assert(std::is_standard_layout_v<region_hdr>);
+static_assert(sizeof(region_hdr) == 4 * cacheline);
+
+// The ring's two indices, each on its own line.
+struct alignas(cacheline) queue_ctl {
+  alignas(cacheline) std::atomic<uint64_t> tail;  // next cell to claim (producers)
+  alignas(cacheline) std::atomic<uint64_t> head;  // next cell to consume (owner)
+};
+static_assert(sizeof(queue_ctl) == 2 * cacheline);
+
+// A sender registers itself in a free slot the first time it talks to an
+// endpoint; the slot index travels in every cell (cell_hdr::src).
+struct peer_slot {
+  std::atomic<uint32_t> state;  // 0 free, 1 being written, 2 valid
+  int32_t pid;
+  uint64_t reserved;
+  char name[name_max];          // the sender's endpoint name (NUL terminated)
+};
+static_assert(sizeof(peer_slot) == name_max + 16);
+
+inline constexpr size_t region_peers_off = sizeof(region_hdr) + sizeof(queue_ctl);
+inline constexpr size_t region_queue_off = region_peers_off + peer_slots * sizeof(peer_slot);
+inline constexpr size_t region_size = region_queue_off + size_t{queue_cells} * sizeof(cell);
+static_assert(region_peers_off % cacheline == 0 && region_queue_off % cacheline == 0);
+
+// The domain region's registration table: open addressing by key, each slot
+// guarded by a sequence lock (odd while being written).
+struct mr_slot {
+  std::atomic<uint64_t> seq;
+  uint32_t state;     // 0 never used, 1 live, 2 removed (a tombstone)
+  uint32_t reserved;
+  mr_entry entry;
+};
+static_assert(std::is_standard_layout_v<mr_slot> && sizeof(mr_slot) == 144);
+
+struct alignas(cacheline) domain_hdr {
+  uint64_t magic;
+  uint32_t version;
+  int32_t pid;
+  uint32_t slots;
+  uint32_t reserved0;
+  uint64_t size;
+  uint64_t table_off;
+  uint64_t reserved[3];
+};
+static_assert(sizeof(domain_hdr) == cacheline);
+inline constexpr size_t domain_table_off = sizeof(domain_hdr);
+inline constexpr size_t domain_region_size = domain_table_off + size_t{mr_table_slots} * sizeof(mr_slot);
+
+inline uint32_t mr_hash(uint64_t key) noexcept {
+  key ^= key >> 33;
+  key *= 0xff51afd7ed558ccdULL;
+  key ^= key >> 33;
+  return static_cast<uint32_t>(key);
+}
+
+}  // namespace weft::shm

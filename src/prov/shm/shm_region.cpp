@@ -1,0 +1,347 @@
+// prov/shm: region files, the receive queue, and the published registration table.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "prov/shm/shm.hpp"
+
+namespace weft::shm {
+
+// ------------------------------------------------------------------ files
+std::string region_file(const std::string& name) {
+  return "weft_" + std::to_string(getuid()) + "_" + name;
+}
+
+bool valid_name(const std::string& name) noexcept {
+  if (name.empty() || name.size() >= name_max) return false;
+  for (char c : name)
+    if (c == '/' || c == '\0') return false;
+  return name != "." && name != "..";
+}
+
+// Region files this process owns: unlinked at exit even when the
+// application never closes its endpoints or domains.
+namespace {
+struct owned_files {
+  std::mutex lock;
+  std::set<std::string> files;
+  ~owned_files() {
+    std::lock_guard g(lock);
+    for (const std::string& f : files) unlink(("/dev/shm/" + f).c_str());
+  }
+};
+owned_files& owned() {
+  static owned_files o;
+  return o;
+}
+}  // namespace
+
+void mapping::create(const std::string& file, size_t size) {
+  reset();
+  std::string path = "/dev/shm/" + file;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) fail(FI_EADDRINUSE, "shm region exists");
+    fail(FI_EIO, "cannot create shm region");
+  }
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    ::close(fd);
+    unlink(path.c_str());
+    fail(FI_ENOMEM, "cannot size shm region");
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    unlink(path.c_str());
+    fail(FI_ENOMEM, "cannot map shm region");
+  }
+  base_ = static_cast<unsigned char*>(p);
+  size_ = size;
+  file_ = file;
+  owner_ = true;
+  owned_files& o = owned();
+  std::lock_guard g(o.lock);
+  o.files.insert(file);
+}
+
+bool mapping::open(const std::string& file, size_t min_size) {
+  reset();
+  std::string path = "/dev/shm/" + file;
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_uid != getuid() || static_cast<size_t>(st.st_size) < min_size) {
+    ::close(fd);
+    return false;
+  }
+  void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return false;
+  base_ = static_cast<unsigned char*>(p);
+  size_ = static_cast<size_t>(st.st_size);
+  file_ = file;
+  owner_ = false;
+  return true;
+}
+
+void mapping::reset() noexcept {
+  if (!base_) return;
+  munmap(base_, size_);
+  if (owner_) {
+    unlink(("/dev/shm/" + file_).c_str());
+    owned_files& o = owned();
+    std::lock_guard g(o.lock);
+    o.files.erase(file_);
+  }
+  base_ = nullptr;
+  size_ = 0;
+  owner_ = false;
+  file_.clear();
+}
+
+// A process that exited but was not reaped yet (a zombie) is gone for us.
+bool pid_alive(int32_t pid) noexcept {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno != EPERM) return false;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return true;
+  buf[n] = 0;
+  const char* paren = strrchr(buf, ')');  // the state follows the command name
+  return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
+bool cma_usable() noexcept {
+  if (param_bool("shm", "disable_cma").value_or(false)) {
+    WEFT_DEBUG(FI_LOG_CORE, "shm: CMA disabled by FI_SHM_DISABLE_CMA");
+    return false;
+  }
+  static const bool usable = [] {
+    uint64_t src = 0x1234, dst = 0;
+    iovec l{&dst, sizeof dst}, r{&src, sizeof src};
+    bool ok = process_vm_readv(getpid(), &l, 1, &r, 1, 0) == sizeof dst && dst == src;
+    if (!ok) WEFT_DEBUG(FI_LOG_CORE, "shm: CMA refused (%s); using bounce buffers", strerror(errno));
+    return ok;
+  }();
+  return usable;
+}
+
+// Regions of this uid whose owner is gone: left by a killed process.
+void remove_stale_regions() noexcept {
+  std::string prefix = "weft_" + std::to_string(getuid()) + "_";
+  DIR* dir = opendir("/dev/shm");
+  if (!dir) return;
+  while (dirent* e = readdir(dir)) {
+    if (strncmp(e->d_name, prefix.c_str(), prefix.size())) continue;
+    std::string path = std::string("/dev/shm/") + e->d_name;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    uint64_t magic = 0;
+    int32_t pid = 0;
+    bool stale = false;
+    if (pread(fd, &magic, sizeof magic, 0) == sizeof magic &&
+        (magic == region_magic || magic == domain_magic) &&
+        pread(fd, &pid, sizeof pid, 12) == sizeof pid)
+      stale = pid > 0 && !pid_alive(pid);
+    ::close(fd);
+    if (stale) {
+      WEFT_DEBUG(FI_LOG_CORE, "shm: removing stale region %s (pid %d gone)", e->d_name, pid);
+      unlink(path.c_str());
+    }
+  }
+  closedir(dir);
+}
+
+// ------------------------------------------------------------------ queue
+void region_init(unsigned char* base, const std::string& name, const std::string& domain_file,
+                 bool cma) noexcept {
+  region_view r{base};
+  region_hdr* h = r.hdr();
+  h->version = proto_version;
+  h->pid = getpid();
+  h->queue_cells = queue_cells;
+  h->cell_size = sizeof(cell);
+  h->peer_slots = peer_slots;
+  h->size = region_size;
+  h->peers_off = region_peers_off;
+  h->queue_off = region_queue_off;
+  h->inject_size = inject_max;
+  h->cma = cma;
+  strncpy(h->name, name.c_str(), name_max - 1);
+  strncpy(h->domain_region, domain_file.c_str(), name_max - 1);
+  cell* cells = r.cells();
+  for (uint32_t i = 0; i < queue_cells; ++i) cells[i].h.seq.store(i, std::memory_order_relaxed);
+  r.ctl()->tail.store(0, std::memory_order_relaxed);
+  r.ctl()->head.store(0, std::memory_order_relaxed);
+  h->magic = region_magic;
+  h->state.store(state_ready, std::memory_order_release);
+}
+
+// Bounded MPSC ring with a sequence number per cell: a cell whose sequence
+// equals the producer index is free to claim; once written its sequence
+// becomes index + 1 (committed); the consumer frees it with index + depth.
+cell* queue_claim(region_view r) noexcept {
+  queue_ctl* q = r.ctl();
+  cell* cells = r.cells();
+  uint64_t pos = q->tail.load(std::memory_order_relaxed);
+  for (;;) {
+    cell* c = &cells[pos & (queue_cells - 1)];
+    uint64_t seq = c->h.seq.load(std::memory_order_acquire);
+    int64_t diff = static_cast<int64_t>(seq - pos);
+    if (diff == 0) {
+      if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        c->h.producer = getpid();
+        return c;
+      }
+    } else if (diff < 0) {
+      return nullptr;  // full
+    } else {
+      pos = q->tail.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+void queue_commit(region_view r, cell* c) noexcept {
+  uint64_t idx = static_cast<uint64_t>(c - r.cells());
+  // Recover the producer index this cell was claimed at: seq holds it.
+  uint64_t pos = c->h.seq.load(std::memory_order_relaxed);
+  (void)idx;
+  c->h.seq.store(pos + 1, std::memory_order_release);
+}
+
+cell* queue_peek(region_view r) noexcept {
+  queue_ctl* q = r.ctl();
+  uint64_t head = q->head.load(std::memory_order_relaxed);
+  cell* c = &r.cells()[head & (queue_cells - 1)];
+  uint64_t seq = c->h.seq.load(std::memory_order_acquire);
+  if (seq == head + 1) return c;
+  if (seq == head && q->tail.load(std::memory_order_acquire) > head) [[unlikely]] {
+    // Claimed but not committed: if its producer died, skip the cell.
+    int32_t pid = c->h.producer;
+    if (pid > 0 && !pid_alive(pid)) {
+      c->h.opcode = op::nop;
+      return c;
+    }
+  }
+  return nullptr;
+}
+
+void queue_release(region_view r, cell* c) noexcept {
+  queue_ctl* q = r.ctl();
+  uint64_t head = q->head.load(std::memory_order_relaxed);
+  c->h.producer = 0;
+  c->h.seq.store(head + queue_cells, std::memory_order_release);
+  q->head.store(head + 1, std::memory_order_release);
+}
+
+// ------------------------------------------------------------------ registrations
+namespace {
+std::atomic<uint32_t> domain_counter{0};
+
+void close_domain(domain& d) noexcept {
+  delete static_cast<shm_domain*>(d.prov_ctx);
+  d.prov_ctx = nullptr;
+}
+}  // namespace
+
+shm_domain& shm_domain::of(domain& d) {
+  if (d.prov_ctx) return *static_cast<shm_domain*>(d.prov_ctx);
+  auto sd = std::make_unique<shm_domain>();
+  remove_stale_regions();
+  sd->file = region_file("d" + std::to_string(getpid()) + "_" + std::to_string(domain_counter++));
+  sd->region.create(sd->file, domain_region_size);
+  auto* h = reinterpret_cast<domain_hdr*>(sd->region.base());
+  h->version = proto_version;
+  h->pid = getpid();
+  h->slots = mr_table_slots;
+  h->size = domain_region_size;
+  h->table_off = domain_table_off;
+  h->magic = domain_magic;
+  d.prov_ctx = sd.release();
+  d.prov_close = close_domain;
+  d.mr_changed = publish_mr;
+  // Registrations made before the first endpoint.
+  std::vector<mr_entry> all;
+  if (d.mrs) d.mrs->snapshot(all);
+  for (const mr_entry& e : all) publish_mr(d, e.key);
+  return *static_cast<shm_domain*>(d.prov_ctx);
+}
+
+namespace {
+mr_slot* table(unsigned char* base) { return reinterpret_cast<mr_slot*>(base + domain_table_off); }
+
+void write_slot(mr_slot& s, uint32_t state, const mr_entry* e) noexcept {
+  // Sequence lock: odd while writing. The acquire RMW keeps the data writes
+  // after it; the release store publishes them.
+  uint64_t seq = s.seq.fetch_add(1, std::memory_order_acq_rel);
+  s.state = state;
+  if (e) s.entry = *e;
+  s.seq.store(seq + 2, std::memory_order_release);
+}
+}  // namespace
+
+void publish_mr(domain& d, uint64_t key) noexcept {
+  if (!d.prov_ctx) return;
+  auto& sd = *static_cast<shm_domain*>(d.prov_ctx);
+  std::lock_guard lock(sd.lock);
+  mr_slot* t = table(sd.region.base());
+  mr_entry e;
+  bool live = d.mrs && d.mrs->find(key, &e);
+  uint32_t start = mr_hash(key) & (mr_table_slots - 1);
+  mr_slot* tomb = nullptr;
+  for (uint32_t i = 0; i < mr_table_slots; ++i) {
+    mr_slot& s = t[(start + i) & (mr_table_slots - 1)];
+    if (s.state == 1 && s.entry.key == key) {
+      write_slot(s, live ? 1 : 2, live ? &e : nullptr);
+      return;
+    }
+    if (s.state == 2 && !tomb) tomb = &s;
+    if (s.state == 0) {
+      if (live) write_slot(tomb ? *tomb : s, 1, &e);
+      return;
+    }
+  }
+  if (live && tomb) write_slot(*tomb, 1, &e);
+}
+
+bool lookup_mr(const unsigned char* base, uint64_t key, mr_entry* out) noexcept {
+  const mr_slot* t = reinterpret_cast<const mr_slot*>(base + domain_table_off);
+  uint32_t start = mr_hash(key) & (mr_table_slots - 1);
+  for (uint32_t i = 0; i < mr_table_slots; ++i) {
+    const mr_slot& s = t[(start + i) & (mr_table_slots - 1)];
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      uint64_t seq = s.seq.load(std::memory_order_acquire);
+      if (seq & 1) continue;
+      uint32_t state = s.state;
+      mr_entry e = s.entry;
+      // The release RMW keeps the copies above before the re-check.
+      if (const_cast<mr_slot&>(s).seq.fetch_add(0, std::memory_order_acq_rel) != seq) continue;
+      if (state == 0) return false;
+      if (state == 1 && e.key == key) {
+        *out = e;
+        return true;
+      }
+      break;
+    }
+  }
+  return false;
+}
+
+}  // namespace weft::shm

@@ -1,0 +1,190 @@
+#include "spawn.hpp"
+
+#include <fcntl.h>
+
+namespace weft_test {
+
+namespace {
+
+bool write_all(int fd, const void* buf, size_t len) {
+  const char* p = static_cast<const char*>(buf);
+  while (len) {
+    ssize_t n = write(fd, p, len);
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* buf, size_t len, int timeout_ms = 30000) {
+  char* p = static_cast<char*>(buf);
+  while (len) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (poll(&pfd, 1, timeout_ms) <= 0) return false;
+    ssize_t n = read(fd, p, len);
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool open_objects(mp_peer& p, const mp_options& opt) {
+  fi_info* hints = fi_allocinfo();
+  hints->fabric_attr->prov_name = strdup(opt.prov);
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = opt.caps;
+  hints->domain_attr->data_progress = opt.progress;
+  hints->domain_attr->threading = opt.threading;
+  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+  int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &p.info);
+  fi_freeinfo(hints);
+  if (ret) return false;
+  if (fi_fabric(p.info->fabric_attr, &p.fabric, nullptr)) return false;
+  if (fi_domain(p.fabric, p.info, &p.domain, nullptr)) return false;
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  if (fi_av_open(p.domain, &av_attr, &p.av, nullptr)) return false;
+  fi_cq_attr cq_attr{};
+  cq_attr.format = opt.cq_format;
+  cq_attr.size = 4096;
+  if (fi_cq_open(p.domain, &cq_attr, &p.cq, nullptr)) return false;
+  if (fi_endpoint(p.domain, p.info, &p.ep, nullptr)) return false;
+  if (fi_ep_bind(p.ep, &p.av->fid, 0)) return false;
+  if (fi_ep_bind(p.ep, &p.cq->fid, opt.tx_flags_bind)) return false;
+  if (fi_ep_bind(p.ep, &p.cq->fid, opt.rx_flags_bind)) return false;
+  if (opt.counters) {
+    fi_cntr_attr ca{};
+    ca.events = FI_CNTR_EVENTS_COMP;
+    fid_cntr** all[] = {&p.cntr_send, &p.cntr_recv, &p.cntr_read, &p.cntr_write, &p.cntr_rwrite, &p.cntr_rread};
+    uint64_t flags[] = {FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_WRITE, FI_REMOTE_READ};
+    for (int i = 0; i < 6; ++i) {
+      if (fi_cntr_open(p.domain, &ca, all[i], nullptr)) return false;
+      if (fi_ep_bind(p.ep, &(*all[i])->fid, flags[i])) return false;
+    }
+  }
+  return fi_enable(p.ep) == 0;
+}
+
+void close_one(fid* f) {
+  if (f) {
+    EXPECT_EQ(fi_close(f), 0);
+  }
+}
+
+void close_objects(mp_peer& p) {
+  close_one(p.ep ? &p.ep->fid : nullptr);
+  for (fid_cntr* c : {p.cntr_send, p.cntr_recv, p.cntr_read, p.cntr_write, p.cntr_rwrite, p.cntr_rread})
+    close_one(c ? &c->fid : nullptr);
+  close_one(p.cq ? &p.cq->fid : nullptr);
+  close_one(p.av ? &p.av->fid : nullptr);
+  close_one(p.domain ? &p.domain->fid : nullptr);
+  close_one(p.fabric ? &p.fabric->fid : nullptr);
+  if (p.info) fi_freeinfo(p.info);
+}
+
+constexpr size_t name_len = 128;
+
+}  // namespace
+
+void mp_peer::barrier() {
+  char b = 'b';
+  if (rank == 0) {
+    for (int fd : barrier_in) ASSERT_TRUE(read_all(fd, &b, 1)) << "barrier: a peer is gone";
+    for (int fd : barrier_out) ASSERT_TRUE(write_all(fd, &b, 1));
+  } else {
+    ASSERT_TRUE(write_all(barrier_out[0], &b, 1));
+    ASSERT_TRUE(read_all(barrier_in[0], &b, 1)) << "barrier: rank 0 is gone";
+  }
+}
+
+void mp_run(int n, const mp_body& body, const mp_options& opt) {
+  std::vector<int> up_r(n), up_w(n), down_r(n), down_w(n);
+  for (int i = 1; i < n; ++i) {
+    int up[2], down[2];
+    ASSERT_EQ(pipe2(up, O_CLOEXEC), 0);
+    ASSERT_EQ(pipe2(down, O_CLOEXEC), 0);
+    up_r[i] = up[0];
+    up_w[i] = up[1];
+    down_r[i] = down[0];
+    down_w[i] = down[1];
+  }
+  std::vector<pid_t> kids(n, 0);
+  int rank = 0;
+  for (int i = 1; i < n; ++i) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      rank = i;
+      break;
+    }
+    kids[i] = pid;
+  }
+
+  mp_peer p;
+  p.rank = rank;
+  p.size = n;
+  bool ok = open_objects(p, opt);
+  char name[name_len] = {};
+  size_t len = sizeof name;
+  if (ok) ok = fi_getname(&p.ep->fid, name, &len) == 0;
+  std::vector<char> names(name_len * n, 0);
+
+  if (rank == 0) {
+    EXPECT_TRUE(ok) << "rank 0 could not open its endpoint";
+    memcpy(&names[0], name, name_len);
+    for (int i = 1; i < n; ++i)
+      EXPECT_TRUE(read_all(up_r[i], &names[name_len * i], name_len)) << "rank " << i << " sent no name";
+    for (int i = 1; i < n; ++i) write_all(down_w[i], names.data(), names.size());
+    for (int i = 1; i < n; ++i) {
+      p.barrier_in.push_back(up_r[i]);
+      p.barrier_out.push_back(down_w[i]);
+    }
+  } else {
+    if (!ok) _exit(3);
+    write_all(up_w[rank], name, name_len);
+    if (!read_all(down_r[rank], names.data(), names.size())) _exit(4);
+    p.barrier_in.push_back(down_r[rank]);
+    p.barrier_out.push_back(up_w[rank]);
+  }
+
+  if (ok && !::testing::Test::HasFatalFailure()) {
+    p.addr.resize(n);
+    for (int i = 0; i < n; ++i) {
+      const char* nm = &names[name_len * i];
+      ok = ok && fi_av_insert(p.av, nm, 1, &p.addr[i], 0, nullptr) == 1;
+    }
+    EXPECT_TRUE(ok) << "fi_av_insert failed";
+    if (ok) body(p);
+  }
+  close_objects(p);
+
+  if (rank != 0) _exit(::testing::Test::HasFailure() ? 1 : 0);
+
+  // Rank 0: wait for the children with a deadline.
+  timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (int i = 1; i < n; ++i) {
+    int status = 0;
+    for (;;) {
+      pid_t r = waitpid(kids[i], &status, WNOHANG);
+      if (r == kids[i]) break;
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (now.tv_sec - start.tv_sec > opt.timeout_s) {
+        kill(kids[i], SIGKILL);
+        waitpid(kids[i], &status, 0);
+        ADD_FAILURE() << "rank " << i << " timed out";
+        break;
+      }
+      usleep(1000);
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank " << i << " failed (status " << status << ")";
+  }
+  for (int i = 1; i < n; ++i)
+    for (int fd : {up_r[i], up_w[i], down_r[i], down_w[i]}) close(fd);
+}
+
+}  // namespace weft_test

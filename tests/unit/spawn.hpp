@@ -1,0 +1,99 @@
+#pragma once
+// A small spawner for multi-process tests: forks N peers (rank 0 is the
+// test process), each opens fabric/domain/AV/CQ/EP on a provider, the peers
+// exchange endpoint names over pipes, and then each runs the test body.
+// A child reports failure through its exit status; the parent waits with a
+// deadline and kills children that hang.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace weft_test {
+
+struct mp_options {
+  const char* prov = "shm";
+  uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SOURCE | FI_DIRECTED_RECV;
+  fi_progress progress = FI_PROGRESS_MANUAL;
+  fi_threading threading = FI_THREAD_SAFE;
+  fi_cq_format cq_format = FI_CQ_FORMAT_TAGGED;
+  uint64_t tx_flags_bind = FI_TRANSMIT;
+  uint64_t rx_flags_bind = FI_RECV;
+  bool counters = false;
+  int timeout_s = 30;
+};
+
+// One process's objects.
+struct mp_peer {
+  int rank = 0;
+  int size = 0;
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_av* av = nullptr;
+  fid_cq* cq = nullptr;
+  fid_ep* ep = nullptr;
+  fid_cntr* cntr_send = nullptr;
+  fid_cntr* cntr_recv = nullptr;
+  fid_cntr* cntr_read = nullptr;
+  fid_cntr* cntr_write = nullptr;
+  fid_cntr* cntr_rwrite = nullptr;
+  fid_cntr* cntr_rread = nullptr;
+  std::vector<fi_addr_t> addr;  // fi_addr of every rank
+  int to_parent[2] = {-1, -1};
+  std::vector<int> barrier_in, barrier_out;  // rank 0 holds all; others one each
+
+  // Polls the CQ until one entry (or an error) arrives; returns fi_cq_read's
+  // result (1 on success, -FI_EAVAIL on error with *err filled).
+  int wait_cq(fi_cq_tagged_entry* entry, fi_cq_err_entry* err = nullptr, int timeout_ms = 10000,
+              fi_addr_t* src = nullptr) {
+    timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+      fi_addr_t from = FI_ADDR_NOTAVAIL;
+      ssize_t n = src ? fi_cq_readfrom(cq, entry, 1, &from) : fi_cq_read(cq, entry, 1);
+      if (n == 1) {
+        if (src) *src = from;
+        return 1;
+      }
+      if (n == -FI_EAVAIL) {
+        fi_cq_err_entry e{};
+        fi_cq_readerr(cq, &e, 0);
+        if (err) *err = e;
+        return -FI_EAVAIL;
+      }
+      if (n != -FI_EAGAIN) return static_cast<int>(n);
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > timeout_ms)
+        return -FI_ETIMEDOUT;
+    }
+  }
+
+  // All ranks meet (through the parent's pipes), driving progress meanwhile.
+  void barrier();
+};
+
+using mp_body = std::function<void(mp_peer&)>;
+
+// Runs `body` in `n` processes. Returns when all are done; failures in
+// children are reported as a failure of the calling test.
+void mp_run(int n, const mp_body& body, const mp_options& opt = {});
+
+}  // namespace weft_test
