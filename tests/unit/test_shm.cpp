@@ -56,7 +56,9 @@ TEST_P(shm_mp, TaggedPingPongSizes) {
         ASSERT_EQ(ce.tag, 0x1234 + size);
         ASSERT_TRUE(ce.flags & FI_RECV);
         ASSERT_TRUE(ce.flags & FI_TAGGED);
-        ASSERT_EQ(memcmp(in.data(), out.data(), size), 0) << "size " << size;
+        if (size) {
+          ASSERT_EQ(memcmp(in.data(), out.data(), size), 0) << "size " << size;
+        }
         EXPECT_EQ(in[size], 0xee) << "wrote past the message";
         fill(out, static_cast<unsigned>(size));
         ASSERT_EQ(fi_tsend(p.ep, out.data(), size, nullptr, p.addr[0], 0x5678 + size, nullptr), 0);

@@ -83,6 +83,8 @@ cell* queue_claim(region_view r) noexcept;
 void queue_commit(region_view r, cell* c) noexcept;
 // The next committed cell of our own queue, or nullptr.
 cell* queue_peek(region_view r) noexcept;
+// A dead producer's claimed-but-uncommitted head cell, turned into a nop.
+cell* queue_stalled(region_view r) noexcept;
 // Releases the cell queue_peek returned.
 void queue_release(region_view r, cell* c) noexcept;
 

@@ -56,6 +56,8 @@ ssize_t atomic_generic(ep& e, atomic_form form, const fi_ioc* iov, size_t count,
   if (n == 0 || n > max_count(form, dt)) return -FI_EINVAL;
   const uint64_t cq_flags = FI_ATOMIC | (form == atomic_form::base ? FI_WRITE : FI_READ);
   ep_guard g(e);
+  if (fence_blocked(e, flags)) [[unlikely]]
+    return -FI_EAGAIN;
   peer* p = peer_of(e, dest);
   if (!p || p->dead) {
     if (!e.av || !e.av->lookup(dest)) return -FI_EINVAL;

@@ -230,7 +230,7 @@ ssize_t ep_cancel(fid_t f, void* context) noexcept {
     for (auto it = list->begin(); it != list->end(); ++it) {
       if (it->context != context) continue;
       posted_recv r = *it;
-      list->erase(it);
+      recv_drop(e, *list, it);
       if (e.rx_cq) {
         fi_cq_err_entry err{};
         err.op_context = context;

@@ -71,6 +71,7 @@ struct ep {
   int32_t src_pid[peer_slots] = {};  // the pid the cached entry was for
 
   std::list<posted_recv> posted_msg, posted_tagged;
+  std::list<posted_recv> free_recvs;  // spare nodes: posting a receive allocates only when warming up
   std::list<unexpected> ux_msg, ux_tagged;
   size_t ux_count = 0;
   size_t ux_bytes = 0;
@@ -86,6 +87,7 @@ struct ep {
   std::list<pending_cell> backlog;  // responses that found the peer's queue full
   uint64_t next_id = 1;
   uint64_t last_liveness_check = 0;
+  uint32_t polls = 0;  // progress calls, to pace the periodic checks
 
   std::thread progress_thread;
   std::atomic<bool> stop{false};
@@ -93,6 +95,19 @@ struct ep {
   static ep* of(fid_ep* e) noexcept { return from_fid<ep>(e); }
   static ep* of(fid* f) noexcept { return from_fid<ep>(f); }
 };
+
+// Posted receives move between lists by splicing: no allocation once warm.
+inline void recv_push(ep& e, std::list<posted_recv>& list, const posted_recv& r) {
+  if (e.free_recvs.empty()) [[unlikely]] {
+    list.push_back(r);
+  } else {
+    list.splice(list.end(), e.free_recvs, e.free_recvs.begin());
+    list.back() = r;
+  }
+}
+inline void recv_drop(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::iterator it) {
+  e.free_recvs.splice(e.free_recvs.begin(), list, it);
+}
 
 struct ep_guard {
   explicit ep_guard(ep& e) : e_(e) { e_.lock.lock(); }
@@ -102,6 +117,16 @@ struct ep_guard {
 
 // shm_progress.cpp
 void progress(ep& e) noexcept;
+
+// FI_FENCE: the operation waits until every earlier one has completed; the
+// caller sees -FI_EAGAIN until then (and drives progress by retrying).
+inline bool fence_blocked(ep& e, uint64_t flags) noexcept {
+  if (!(flags & FI_FENCE)) [[likely]]
+    return false;
+  if (e.pending.empty() && e.outgoing.empty()) return false;
+  progress(e);
+  return !e.pending.empty() || !e.outgoing.empty();
+}
 void progress_poller(void* arg) noexcept;
 peer* peer_of(ep& e, fi_addr_t addr) noexcept;
 peer* peer_by_name(ep& e, const std::string& name) noexcept;

@@ -36,6 +36,8 @@ ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint
     return -FI_EINVAL;
   constexpr uint64_t cq_flags = FI_SEND | (Tagged ? FI_TAGGED : FI_MSG);
   ep_guard g(e);
+  if (fence_blocked(e, flags)) [[unlikely]]
+    return -FI_EAGAIN;
   peer* p = peer_of(e, dest);
   if (!p || p->dead) [[unlikely]]
     return unreachable(e, dest, context, cq_flags, flags);
@@ -52,10 +54,11 @@ ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint
     c->h.size = len;
     c->h.len = static_cast<uint32_t>(len);
     c->h.id = 0;
-    if (count == 1)
-      memcpy(c->payload, iov[0].iov_base, len);
-    else
+    if (count == 1) {
+      if (len) memcpy(c->payload, iov[0].iov_base, len);
+    } else {
       iov_copy_from(iov, count, 0, c->payload, len);
+    }
     if (want_ack) {
       request* r = new_request(e);
       if (!r) {
@@ -334,7 +337,7 @@ ssize_t recv_generic(ep& e, const iovec* iov, size_t count, fi_addr_t src, uint6
       if (!(r.flags & FI_MULTI_RECV) || r.iov[0].iov_len - r.multi_off < e.min_multi_recv) return 0;
       it = next;
     }
-    (Tagged ? e.posted_tagged : e.posted_msg).push_back(r);
+    recv_push(e, Tagged ? e.posted_tagged : e.posted_msg, r);
   } catch (...) {
     return -FI_ENOMEM;
   }

@@ -357,10 +357,10 @@ void retire(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::iterato
     it->multi_off += used;
     if (it->iov[0].iov_len - it->multi_off < e.min_multi_recv) {
       *cq_flags |= FI_MULTI_RECV;
-      list.erase(it);
+      recv_drop(e, list, it);
     }
   } else {
-    list.erase(it);
+    recv_drop(e, list, it);
   }
 }
 
@@ -476,7 +476,7 @@ bool handle_message(ep& e, cell* c) {
         a.data = data;
         a.flags = h.flags;
         a.src = src;
-        list.erase(it);
+        recv_drop(e, list, it);
         e.assemblies.push_back(a);
         return false;  // fall through to fragment handling by caller
       }
@@ -500,7 +500,7 @@ bool handle_message(ep& e, cell* c) {
   } else {
     u.bytes.resize(h.size);
     if (h.opcode == op::msg) {
-      memcpy(u.bytes.data(), c->payload, h.size);
+      if (h.size) memcpy(u.bytes.data(), c->payload, h.size);
     } else {
       u.complete = false;
     }
@@ -550,7 +550,7 @@ void handle_fragment(ep& e, cell* c) {
         posted_recv rest = a.recv;
         rest.multi_off += got;
         if (rest.iov[0].iov_len - rest.multi_off >= e.min_multi_recv)
-          (tagged ? e.posted_tagged : e.posted_msg).push_front(rest);
+          recv_push(e, tagged ? e.posted_tagged : e.posted_msg, rest);
         else
           flags |= FI_MULTI_RECV;
       }
@@ -641,6 +641,7 @@ void check_liveness(ep& e) {
   uint64_t now = now_ms();
   if (now - e.last_liveness_check < 100) return;
   e.last_liveness_check = now;
+  queue_stalled(e.me);
   std::vector<uint64_t> dead;
   for (auto& [id, r] : e.pending)
     if (r->peer_pid && !pid_alive(r->peer_pid)) dead.push_back(id);
@@ -705,7 +706,11 @@ void progress(ep& e) noexcept {
       }
       queue_release(e.me, c);
     }
-    if (!e.pending.empty() || !e.assemblies.empty()) check_liveness(e);
+    // Periodic checks (peers that died, cells abandoned by dead producers):
+    // paced so the polling path stays a few loads.
+    if ((++e.polls & 255) == 0 || !e.pending.empty() || !e.assemblies.empty()) {
+      check_liveness(e);
+    }
   } catch (...) {
     WEFT_WARN(FI_LOG_EP_DATA, "shm: progress ran out of memory");
   }

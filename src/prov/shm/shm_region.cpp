@@ -227,20 +227,26 @@ void queue_commit(region_view r, cell* c) noexcept {
 }
 
 cell* queue_peek(region_view r) noexcept {
+  uint64_t head = r.ctl()->head.load(std::memory_order_relaxed);
+  cell* c = &r.cells()[head & (queue_cells - 1)];
+  if (c->h.seq.load(std::memory_order_acquire) == head + 1) return c;
+  return nullptr;
+}
+
+// The head cell was claimed but never committed and its producer is dead:
+// turn it into a nop so the queue moves on. Called from the periodic checks,
+// never on the polling path (it reads the producers' cache line).
+cell* queue_stalled(region_view r) noexcept {
   queue_ctl* q = r.ctl();
   uint64_t head = q->head.load(std::memory_order_relaxed);
   cell* c = &r.cells()[head & (queue_cells - 1)];
-  uint64_t seq = c->h.seq.load(std::memory_order_acquire);
-  if (seq == head + 1) return c;
-  if (seq == head && q->tail.load(std::memory_order_acquire) > head) [[unlikely]] {
-    // Claimed but not committed: if its producer died, skip the cell.
-    int32_t pid = c->h.producer;
-    if (pid > 0 && !pid_alive(pid)) {
-      c->h.opcode = op::nop;
-      return c;
-    }
-  }
-  return nullptr;
+  if (c->h.seq.load(std::memory_order_acquire) != head || q->tail.load(std::memory_order_acquire) <= head)
+    return nullptr;
+  int32_t pid = c->h.producer;
+  if (pid <= 0 || pid_alive(pid)) return nullptr;
+  c->h.opcode = op::nop;
+  c->h.seq.store(head + 1, std::memory_order_release);
+  return c;
 }
 
 void queue_release(region_view r, cell* c) noexcept {

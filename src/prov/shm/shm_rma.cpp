@@ -99,6 +99,8 @@ ssize_t rma_generic(ep& e, bool write, const iovec* iov, size_t count, fi_addr_t
   if ((flags & FI_INJECT) && (!write || len > e.inject_size)) return -FI_EINVAL;
   const uint64_t cq_flags = FI_RMA | (write ? FI_WRITE : FI_READ);
   ep_guard g(e);
+  if (fence_blocked(e, flags)) [[unlikely]]
+    return -FI_EAGAIN;
   peer* p = peer_of(e, addr);
   if (!p || p->dead) {
     if (!e.av || !e.av->lookup(addr)) return -FI_EINVAL;

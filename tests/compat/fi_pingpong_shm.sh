@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Debian's real fi_pingpong over weft's shm provider (LD_LIBRARY_PATH only):
+# rdm endpoints, msg and tagged modes, every size, data checks on.
+set -euo pipefail
+build=${1:?build dir}
+command -v fi_pingpong >/dev/null || { echo "fi_pingpong missing: install libfabric-bin"; exit 1; }
+export LD_LIBRARY_PATH=$build/lib
+iters=${WEFT_PINGPONG_ITERS:-20}
+port=$((20000 + RANDOM % 20000))
+fail=0
+for mode in msg tagged; do
+  for sizes in all; do
+    port=$((port + 1))
+    timeout 120 fi_pingpong -p shm -e rdm -m "$mode" -I "$iters" -S "$sizes" -c -B "$port" >"/tmp/pp_srv.$$" 2>&1 &
+    srv=$!
+    sleep 0.3
+    if ! timeout 120 fi_pingpong -p shm -e rdm -m "$mode" -I "$iters" -S "$sizes" -c -P "$port" 127.0.0.1 >"/tmp/pp_cli.$$" 2>&1; then
+      echo "client failed (mode $mode)"; cat "/tmp/pp_cli.$$"; fail=1
+    fi
+    if ! wait "$srv"; then echo "server failed (mode $mode)"; cat "/tmp/pp_srv.$$"; fail=1; fi
+    echo "== fi_pingpong -p shm -e rdm -m $mode -S $sizes -c: $(grep -c '^[0-9]' "/tmp/pp_cli.$$") sizes"
+    tail -3 "/tmp/pp_cli.$$"
+  done
+done
+rm -f "/tmp/pp_srv.$$" "/tmp/pp_cli.$$"
+# No region of a finished process left in /dev/shm (other tests may run now).
+for f in /dev/shm/weft_"$(id -u)"_*; do
+  [ -e "$f" ] || continue
+  pid=$(basename "$f" | sed -E 's/^weft_[0-9]+_d?([0-9]+)_.*/\1/')
+  if [[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then echo "left in /dev/shm: $f"; fail=1; fi
+done
+exit $fail
