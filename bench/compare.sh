@@ -69,6 +69,7 @@ run_wp() {
     if env "${env_args[@]}" timeout 120 "$perf" "$@" -t $t -s "$smin:$smax" --time "$time_s" \
          --cpus "$cpu_a,$cpu_b" --csv >"$data/$name.$t.csv" 2>>"$log"; then
       awk -F, -v c=$col 'NR>1 {print $1, $c}' "$data/$name.$t.csv" >"$data/${name}_$suffix.dat"
+      [ $t = msg_bw ] && awk -F, 'NR>1 {print $1, $7}' "$data/$name.$t.csv" >"$data/${name}_bwmean.dat"
     else
       skip "weft-perf $name $t failed (see log.txt)"
       : >"$data/${name}_$suffix.dat"
@@ -161,8 +162,8 @@ run_ucx() {  # name kind env...
         if [ $t = tag_lat ]; then
           awk -v s="$s" '/^Final:/ {print s, $3}' "$data/ucx.out" >>"$data/${name}_$suffix.dat"
         else
-          # bandwidth from the median time per message, like weft-perf's bw_MBps
-          awk -v s="$s" '/^Final:/ && $3 > 0 {printf "%s %.1f\n", s, s / $3}' "$data/ucx.out" \
+          # "overall" bandwidth: total bytes / total time (MiB/s -> MB/s)
+          awk -v s="$s" '/^Final:/ {printf "%s %.1f\n", s, $7 * 1.048576}' "$data/ucx.out" \
             >>"$data/${name}_$suffix.dat"
         fi
       else
@@ -204,9 +205,11 @@ lib_line() { head -1 "$data/probe.$1" 2>/dev/null; }
   echo
   echo "Latency: weft-perf msg_lat and ucx_perftest tag_lat, median one-way µs;"
   echo "fi_pingpong -e rdm, usec/xfer (its only figure: a mean, so preemption shows)."
-  echo "Bandwidth: weft-perf msg_bw (window 64) and ucx_perftest tag_bw, size divided"
-  echo "by the median time per message (MB = 10^6 bytes); the means are in data/*.csv"
-  echo "and log.txt. All RDM / UCP tag-matching, the two sides pinned to CPUs $cpu_a and $cpu_b."
+  echo "Bandwidth (MB = 10^6 bytes): weft-perf msg_bw, window 64: \"median\" is the size over"
+  echo "the median time per message of a window (robust against preemption), \"mean\" is"
+  echo "total bytes over total time, the definition of ucx_perftest tag_bw \"overall\"."
+  echo "weft/libfabric compares the medians; the UCX ratios compare the means."
+  echo "All RDM / UCP tag matching, the two sides pinned to CPUs $cpu_a and $cpu_b."
   if ((${#notes[@]})); then
     echo
     echo "Notes:"
@@ -226,11 +229,12 @@ lib_line() { head -1 "$data/probe.$1" 2>/dev/null; }
     echo
     echo "## Bandwidth over $kind (MB/s, higher is better)"
     echo
-    echo "| size | weft-perf weft | weft-perf libfabric | UCX $ucxk | weft/libfabric | weft/UCX | libfabric/UCX |"
-    echo "|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| size | weft-perf weft median | weft-perf libfabric median | weft-perf weft mean | weft-perf libfabric mean | UCX $ucxk overall | weft/libfabric | weft/UCX | libfabric/UCX |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     for s in $sizes; do
       w=$(get wp_weft_${kind}_bw "$s"); l=$(get wp_lf_${kind}_bw "$s"); u=$(get ucx_${ucxk}_bw "$s")
-      echo "| $(human "$s") | ${w:--} | ${l:--} | ${u:--} | $(ratio "$w" "$l") | $(ratio "$w" "$u") | $(ratio "$l" "$u") |"
+      wm=$(get wp_weft_${kind}_bwmean "$s"); lm=$(get wp_lf_${kind}_bwmean "$s")
+      echo "| $(human "$s") | ${w:--} | ${l:--} | ${wm:--} | ${lm:--} | ${u:--} | $(ratio "$w" "$l") | $(ratio "$wm" "$u") | $(ratio "$lm" "$u") |"
     done
   done
   echo
@@ -252,6 +256,9 @@ if which gnuplot >/dev/null; then
         pp_lf_*) title="fi\\\\_pingpong libfabric ${f##*_}";; pp_weft_*) title="fi\\\\_pingpong weft ${f##*_}";;
         ucx_*) title="UCX ${f##*_}";;
       esac
+      if [ "$1" = bw ]; then
+        case $f in wp_*) title="$title (median)";; ucx_*) title="$title (overall)";; esac
+      fi
       [ $first = 1 ] && printf 'plot ' || printf ', '
       printf '"%s" using 1:2 with linespoints title "%s"' "$data/${f}_$1.dat" "$title"
       first=0
@@ -268,7 +275,7 @@ set output "$out/$what.png"
 set title "$(if [ $what = lat ]; then echo Latency; else echo Bandwidth; fi) vs message size ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1 | tr -d '"'), CPUs $cpu_a,$cpu_b)"
 set logscale x 2
 set logscale y 10
-set format x "%.0b%B"
+set xtics ("1" 1, "16" 16, "256" 256, "4K" 4096, "64K" 65536, "1M" 1048576, "4M" 4194304)
 set xlabel "message size (bytes)"
 set ylabel "$ylabel"
 set key $key

@@ -457,9 +457,11 @@ int run_initiator(const cli& c, int fd, const char* cpus_note) {
             }
             uint64_t w = s.window_at(size);
             uint64_t warm = warmup_iters(c, size, w);
-            double t0 = now_s();
-            s.run_phase(size, warm);
-            double per_op = (now_s() - t0) / double(warm);
+            phase_result wr = s.run_phase(size, warm);
+            // Median time per iteration: a short warm-up's mean (let alone its
+            // wall clock) is at the mercy of one preemption.
+            row wrow = summarize(size, wr);
+            double per_op = wrow.med * 1e-6 * double(wr.ops) / double(std::max<uint64_t>(wr.iters, 1));
             uint64_t n = c.iters;
             if (!n) {
                 uint64_t lo = c.test->latency ? 10 : 4 * w;

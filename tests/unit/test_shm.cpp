@@ -518,6 +518,82 @@ TEST_P(shm_mp, KilledPeer) {
   });
 }
 
+
+// FI_PROGRESS_AUTO: the target never reads its CQ, yet atomics and large
+// messages addressed to it complete (its progress thread runs them).
+TEST_P(shm_mp, AutoProgressThread) {
+  weft_test::mp_options opt;
+  opt.progress = FI_PROGRESS_AUTO;
+  mp_run(2, [](mp_peer& p) {
+    uint64_t counter = 0;
+    fid_mr* mr = nullptr;
+    ASSERT_EQ(fi_mr_reg(p.domain, &counter, sizeof counter, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 1, 0, &mr, nullptr), 0);
+    uint64_t info[2] = {reinterpret_cast<uint64_t>(&counter), fi_mr_key(mr)}, theirs[2];
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    ASSERT_EQ(fi_recv(p.ep, theirs, sizeof theirs, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_send(p.ep, info, sizeof info, nullptr, p.addr[1 - p.rank], nullptr), 0);
+    ASSERT_EQ(p.wait_cq(&ce), 1);
+    ASSERT_EQ(p.wait_cq(&ce), 1);
+    p.barrier();
+    if (p.rank == 0) {
+      for (int i = 0; i < 100; ++i) {
+        uint64_t one = 1, old;
+        ASSERT_EQ(fi_fetch_atomic(p.ep, &one, 1, nullptr, &old, nullptr, p.addr[1], theirs[0], theirs[1], FI_UINT64,
+                                  FI_SUM, nullptr), 0);
+        ASSERT_EQ(p.wait_cq(&ce, &err), 1);
+        EXPECT_EQ(old, static_cast<uint64_t>(i));
+      }
+    } else {
+      // Sleep instead of reading the CQ: only the progress thread can answer.
+      for (int i = 0; i < 200 && counter < 100; ++i) usleep(10000);
+      EXPECT_EQ(counter, 100u);
+    }
+    p.barrier();
+    EXPECT_EQ(fi_close(&mr->fid), 0);
+  }, opt);
+}
+
+// FI_THREAD_SAFE: two threads of one process send and receive on one
+// endpoint at once.
+TEST_P(shm_mp, ThreadSafeConcurrentSenders) {
+  mp_run(2, [](mp_peer& p) {
+    const int per_thread = 500;
+    if (p.rank == 0) {
+      std::vector<std::thread> threads;
+      std::atomic<int> completions{0};
+      for (int t = 0; t < 2; ++t) {
+        threads.emplace_back([&, t] {
+          for (int i = 0; i < per_thread; ++i) {
+            uint64_t v = static_cast<uint64_t>(t) << 32 | static_cast<uint64_t>(i);
+            ssize_t ret;
+            while ((ret = fi_tinject(p.ep, &v, sizeof v, p.addr[1], static_cast<uint64_t>(t))) == -FI_EAGAIN) {
+              fi_cq_tagged_entry ce;
+              if (fi_cq_read(p.cq, &ce, 1) == 1) completions++;
+            }
+            ASSERT_EQ(ret, 0);
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      p.barrier();
+    } else {
+      std::vector<int> next(2, 0);
+      for (int i = 0; i < 2 * per_thread; ++i) {
+        uint64_t v = 0;
+        ASSERT_EQ(fi_trecv(p.ep, &v, sizeof v, nullptr, FI_ADDR_UNSPEC, 0, 1, nullptr), 0);
+        fi_cq_tagged_entry ce;
+        ASSERT_EQ(p.wait_cq(&ce), 1);
+        int t = static_cast<int>(v >> 32), n = static_cast<int>(v & 0xffffffff);
+        ASSERT_EQ(static_cast<uint64_t>(t), ce.tag);
+        ASSERT_EQ(n, next[t]) << "messages of one thread arrive in order";
+        next[t]++;
+      }
+      p.barrier();
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(mode, shm_mp, ::testing::Values("cma", "nocma"),
                          [](const auto& p) { return std::string(p.param); });
 

@@ -64,11 +64,15 @@ int ep_close(fid* f) noexcept {
   ep* e = ep::of(f);
   stop_progress_thread(*e);
   {
-    ep_guard g(*e);
-    // Give queued responses a last chance, then drop what is in flight.
-    if (e->enabled) progress(*e);
-    unbind_all(*e);
-    if (e->enabled) e->me.hdr()->state.store(state_closed, std::memory_order_release);
+    std::lock_guard c(e->ctl);
+    {
+      ep_guard g(*e);
+      // Give queued responses a last chance.
+      if (e->enabled) progress(*e);
+      if (e->enabled) e->me.hdr()->state.store(state_closed, std::memory_order_release);
+      e->enabled = false;
+    }
+    unbind_all(*e);  // without the endpoint lock: see ep::ctl
   }
   e->dom->users_.drop();
   info_free(e->info);
@@ -123,7 +127,7 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
   return guard([&]() -> int {
     ep& e = *ep::of(f);
     if (!bfid) return -FI_EINVAL;
-    ep_guard g(e);
+    std::lock_guard c(e.ctl);
     if (e.enabled) return -FI_EOPBADSTATE;
     switch (bfid->fclass) {
       case FI_CLASS_AV: {
@@ -189,10 +193,13 @@ int enable(ep& e) {
 int ep_control(fid* f, int command, void* arg) noexcept {
   return guard([&]() -> int {
     ep& e = *ep::of(f);
+    if (command == FI_ENABLE) {
+      std::lock_guard c(e.ctl);
+      ep_guard g(e);
+      return enable(e);
+    }
     ep_guard g(e);
     switch (command) {
-      case FI_ENABLE:
-        return enable(e);
       case FI_GETOPSFLAG: {
         if (!arg) return -FI_EINVAL;
         uint64_t* flags = static_cast<uint64_t*>(arg);

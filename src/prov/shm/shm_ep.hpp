@@ -62,6 +62,10 @@ struct ep {
   bool enabled = false;
   bool cma = true;
   ep_lock lock;
+  // Control operations (bind, enable, close) serialise on `ctl`; they take
+  // it before anything else and register pollers without holding `lock`,
+  // because a CQ reader holds its poller list while it takes `lock`.
+  std::mutex ctl;
 
   // Peers we talk to: by name, and a cache by AV index.
   std::unordered_map<std::string, std::unique_ptr<peer>> by_name;
