@@ -77,5 +77,9 @@ int ctl_accept(int lfd, double timeout_s, bool (*alive)(void*) = nullptr, void* 
 int ctl_connect(const std::string& host, uint16_t port, double timeout_s);
 
 double now_s();
+// A cheaper clock for per-operation samples: the TSC where it is invariant
+// (x86_64 with constant_tsc), calibrated against CLOCK_MONOTONIC once;
+// elsewhere CLOCK_MONOTONIC. Seconds, arbitrary origin.
+double sample_s();
 
 }  // namespace weft_perf

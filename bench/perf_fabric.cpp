@@ -635,10 +635,10 @@ phase_result fabric_session::pingpong_initiator(uint64_t size, uint64_t iters) {
     double total = 0;
     for (uint64_t k = 0; k < iters; ++k) {
         if (cfg_.check) fill_pattern(tx, size, k, side_initiator);
-        double t0 = now_s();
+        double t0 = sample_s();
         post_send(tx, size, &tx_ctx_[0], false);
         wait_for([&] { return rx_done_ > k && tx_done_ > k; }, "the reply");
-        double t1 = now_s();
+        double t1 = sample_s();
         samples.add((t1 - t0) * 0.5e6);
         total += t1 - t0;
         if (cfg_.check) {
@@ -682,12 +682,12 @@ phase_result fabric_session::stream_initiator(uint64_t size, uint64_t iters, uin
         post_recv(ack_rx_, ack_len, &ack_rx_ctx_, true);
         if (cfg_.check)
             for (uint64_t i = 0; i < w; ++i) fill_pattern(tx_slot(i, size), size, b * w + i, side_initiator);
-        double t0 = now_s();
+        double t0 = sample_s();
         for (uint64_t i = 0; i < w; ++i) post_send(tx_slot(i, size), size, &tx_ctx_[i], false);
         uint64_t want_tx = (b + 1) * w;
         wait_for([&] { return tx_done_ >= want_tx && ack_rx_done_ > b; },
                  "the receiver's acknowledgement");
-        double t1 = now_s();
+        double t1 = sample_s();
         samples.add((t1 - t0) * 1e6 / double(w));
         total += t1 - t0;
     }
@@ -732,11 +732,11 @@ phase_result fabric_session::rma_initiator(uint64_t size, uint64_t iters, uint64
                 ctl_.expect(ctl_type::ack);
             }
         }
-        double t0 = now_s();
+        double t0 = sample_s();
         for (uint64_t i = 0; i < w; ++i) post_rma(i, size);
         uint64_t want = (b + 1) * w;
         wait_for([&] { return tx_done_ >= want; }, write ? "RMA write completions" : "RMA read completions");
-        double t1 = now_s();
+        double t1 = sample_s();
         samples.add((t1 - t0) * 1e6 / double(w));
         total += t1 - t0;
         if (cfg_.check) {
@@ -780,11 +780,11 @@ phase_result fabric_session::atomic_initiator(uint64_t size, uint64_t iters, uin
                 }
             }
         }
-        double t0 = now_s();
+        double t0 = sample_s();
         for (uint64_t i = 0; i < w; ++i) post_atomic(i, count);
         uint64_t want = (b + 1) * w;
         wait_for([&] { return tx_done_ >= want; }, "atomic completions");
-        double t1 = now_s();
+        double t1 = sample_s();
         samples.add((t1 - t0) * 1e6 / double(w));
         total += t1 - t0;
         for (uint64_t j = 0; j < count; ++j) {

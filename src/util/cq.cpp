@@ -58,7 +58,7 @@ struct cq {
   fi_cq_format format;
   fi_cq_wait_cond wait_cond;
   wait_set* set;
-  std::mutex mtx;
+  policy_mutex mtx;
   std::vector<cq_slot> ring;  // power-of-two capacity
   size_t head = 0;
   size_t count = 0;
@@ -169,7 +169,7 @@ ssize_t cq_readfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src) noexc
   if (!buf && count) return -FI_EINVAL;
   cq* c = of(f);
   c->progress.run();
-  std::lock_guard<std::mutex> l(c->mtx);
+  std::lock_guard<policy_mutex> l(c->mtx);
   return read_locked(c, buf, count, src);
 }
 
@@ -180,7 +180,7 @@ ssize_t cq_readerr_op(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) noexcept 
   if (!only(flags, FI_PEEK)) return -FI_EBADFLAGS;
   cq* c = of(f);
   c->progress.run();
-  std::lock_guard<std::mutex> l(c->mtx);
+  std::lock_guard<policy_mutex> l(c->mtx);
   if (!c->head_is_err()) return -FI_EAGAIN;
   cq_error& e = c->errs.front();
   // Callers of API < 1.5 pass the older, shorter struct (no err_data_size)
@@ -226,7 +226,7 @@ ssize_t cq_sreadfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src, cons
     bool pollers = !c->progress.empty();
     uint64_t seen = c->w.seq();
     {
-      std::lock_guard<std::mutex> l(c->mtx);
+      std::lock_guard<policy_mutex> l(c->mtx);
       if (c->count >= threshold || c->head_is_err()) return read_locked(c, buf, count, src);
       bool stop = d.expired() || c->signals.load(std::memory_order_acquire) != gen;
       if (stop) return c->count ? read_locked(c, buf, count, src) : -FI_EAGAIN;
@@ -309,6 +309,13 @@ int cq_open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcept
     fi_cq_attr a = *attr;
     if (a.wait_obj == FI_WAIT_NONE) a.wait_cond = FI_CQ_COND_NONE;
     auto c = std::make_unique<cq>(&dom, a, context, ws);
+    // FI_THREAD_DOMAIN / FI_THREAD_COMPLETION: the application serialises
+    // every access to the CQ and the endpoints that write it; unless a
+    // progress thread writes it too, it takes no lock.
+    bool serialised = (dom.threading == FI_THREAD_DOMAIN || dom.threading == FI_THREAD_COMPLETION) &&
+                      dom.data_progress != FI_PROGRESS_AUTO;
+    c->mtx.set_locking(!serialised);
+    c->progress.set_locking(!serialised);
     if (ws) wait_set_attach(ws, &c->fid_.fid);
     dom.users_.add();
     *out = &c.release()->fid_;
@@ -323,7 +330,7 @@ int cq_write(fid_cq* f, void* op_context, uint64_t flags, size_t len, void* buf,
              fi_addr_t src) noexcept {
   cq* c = of(f);
   {
-    std::lock_guard<std::mutex> l(c->mtx);
+    std::lock_guard<policy_mutex> l(c->mtx);
     cq_slot* s = c->push();
     if (!s) [[unlikely]]
       return -FI_ENOMEM;
@@ -337,7 +344,7 @@ int cq_write_error(fid_cq* f, const fi_cq_err_entry& err, fi_addr_t src) noexcep
   if (err.err <= 0 || (err.err_data_size && !err.err_data)) return -FI_EINVAL;
   cq* c = of(f);
   {
-    std::lock_guard<std::mutex> l(c->mtx);
+    std::lock_guard<policy_mutex> l(c->mtx);
     try {
       cq_error e{err, {}};
       const auto* p = static_cast<const uint8_t*>(err.err_data);
@@ -381,7 +388,7 @@ fi_cq_format cq_format(fid_cq* f) noexcept { return of(f)->format; }
 
 size_t cq_count(fid_cq* f) noexcept {
   cq* c = of(f);
-  std::lock_guard<std::mutex> l(c->mtx);
+  std::lock_guard<policy_mutex> l(c->mtx);
   return c->count;
 }
 

@@ -196,16 +196,18 @@ int check_wait_obj(const fi_wait_obj& wait_obj, const fid_wait* wait_set) noexce
 
 // ---------------------------------------------------------------- progress
 void progress_list::add(fn_t fn, void* arg) {
-  std::lock_guard<std::mutex> l(mtx_);
+  std::lock_guard<policy_mutex> l(mtx_);
   list_.emplace_back(fn, arg);
+  update_single();
   n_.store(list_.size(), std::memory_order_release);
 }
 
 bool progress_list::remove(fn_t fn, void* arg) noexcept {
-  std::lock_guard<std::mutex> l(mtx_);
+  std::lock_guard<policy_mutex> l(mtx_);
   for (auto it = list_.begin(); it != list_.end(); ++it) {
     if (it->first == fn && it->second == arg) {
       list_.erase(it);
+      update_single();
       n_.store(list_.size(), std::memory_order_release);
       return true;
     }
@@ -214,7 +216,7 @@ bool progress_list::remove(fn_t fn, void* arg) noexcept {
 }
 
 void progress_list::run_slow() noexcept {
-  std::unique_lock<std::mutex> l(mtx_, std::try_to_lock);
+  std::unique_lock<policy_mutex> l(mtx_, std::try_to_lock);
   if (!l.owns_lock()) return;  // another thread is driving progress right now
   for (auto& [fn, arg] : list_) fn(arg);
 }

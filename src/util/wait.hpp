@@ -105,15 +105,29 @@ public:
   void add(fn_t fn, void* arg);              // throws std::bad_alloc
   bool remove(fn_t fn, void* arg) noexcept;  // waits for a running pass to end
   bool empty() const noexcept { return n_.load(std::memory_order_acquire) == 0; }
+  // Lock policy (see policy_mutex): off when the application serialises
+  // every call on the object.
+  void set_locking(bool on) noexcept { mtx_.set_locking(on); }
   // Runs every poller once; skipped when another thread is already doing so.
   void run() noexcept {
     if (empty()) return;
+    // One poller and no locking (the common case): call it directly.
+    if (single_fn_ && !mtx_.locking()) [[likely]] {
+      single_fn_(single_arg_);
+      return;
+    }
     run_slow();
   }
 
 private:
   void run_slow() noexcept;
-  std::mutex mtx_;
+  void update_single() noexcept {
+    single_fn_ = list_.size() == 1 ? list_[0].first : nullptr;
+    single_arg_ = list_.size() == 1 ? list_[0].second : nullptr;
+  }
+  policy_mutex mtx_;
+  fn_t single_fn_ = nullptr;
+  void* single_arg_ = nullptr;
   std::vector<std::pair<fn_t, void*>> list_;
   std::atomic<size_t> n_{0};
 };

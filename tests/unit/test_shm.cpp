@@ -546,8 +546,10 @@ TEST_P(shm_mp, AutoProgressThread) {
       }
     } else {
       // Sleep instead of reading the CQ: only the progress thread can answer.
-      for (int i = 0; i < 200 && counter < 100; ++i) usleep(10000);
-      EXPECT_EQ(counter, 100u);
+      // The progress thread updates it atomically: read it the same way.
+      auto value = [&] { return std::atomic_ref<uint64_t>(counter).load(); };
+      for (int i = 0; i < 200 && value() < 100; ++i) usleep(10000);
+      EXPECT_EQ(value(), 100u);
     }
     p.barrier();
     EXPECT_EQ(fi_close(&mr->fid), 0);

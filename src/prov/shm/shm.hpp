@@ -82,7 +82,10 @@ cell* queue_claim(region_view r) noexcept;
 // Publishes a claimed cell to the consumer.
 void queue_commit(region_view r, cell* c) noexcept;
 // The next committed cell of our own queue, or nullptr.
-cell* queue_peek(region_view r) noexcept;
+// `skip` cells past the head: cells consumed but not released yet.
+cell* queue_peek(region_view r, uint32_t skip = 0) noexcept;
+// Returns the n cells at the head to the producers.
+void queue_release_n(region_view r, uint32_t n) noexcept;
 // A dead producer's claimed-but-uncommitted head cell, turned into a nop.
 cell* queue_stalled(region_view r) noexcept;
 // Releases the cell queue_peek returned.
@@ -96,6 +99,7 @@ bool valid_name(const std::string& name) noexcept;
 void remove_stale_regions() noexcept;
 
 bool pid_alive(int32_t pid) noexcept;
+int32_t self_pid() noexcept;  // getpid(), cached (reset after fork)
 bool cma_usable() noexcept;  // process_vm_readv works here (and is not disabled)
 
 // ------------------------------------------------------------------ domain

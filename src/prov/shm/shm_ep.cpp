@@ -372,9 +372,12 @@ int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
   if (name.empty()) name = std::to_string(getpid()) + "_" + std::to_string(ep_counter++);
   e->name = name;
   for (auto& s : e->src_cache) s = FI_ADDR_NOTAVAIL;
-  // FI_THREAD_DOMAIN/COMPLETION/ENDPOINT: the application serialises access
-  // to the endpoint and the CQs that progress it, so no lock is taken.
-  e->lock.set_enabled(dom.threading == FI_THREAD_SAFE || dom.data_progress == FI_PROGRESS_AUTO);
+  // FI_THREAD_DOMAIN / FI_THREAD_COMPLETION: the application serialises
+  // access to the endpoint and the CQs that progress it, so no lock is taken
+  // (with FI_THREAD_ENDPOINT another thread's CQ read may progress it).
+  e->lock.set_enabled(
+      !((dom.threading == FI_THREAD_DOMAIN || dom.threading == FI_THREAD_COMPLETION) &&
+        dom.data_progress != FI_PROGRESS_AUTO));
 
   e->fid_.fid.fclass = FI_CLASS_EP;
   e->fid_.fid.context = context;

@@ -92,6 +92,10 @@ struct ep {
   uint64_t next_id = 1;
   uint64_t last_liveness_check = 0;
   uint32_t polls = 0;  // progress calls, to pace the periodic checks
+  // Cells consumed by the last progress call and handed back at the start of
+  // the next one: the release stores then never sit in front of the locked
+  // instruction of a send the application makes in between.
+  uint32_t unreleased = 0;
 
   std::thread progress_thread;
   std::atomic<bool> stop{false};

@@ -52,6 +52,18 @@ ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint
     c->h.tag = tag;
     c->h.data = data;
     c->h.size = len;
+    if (len <= inline_max && !want_ack) {
+      // Small enough to travel in the header's own cache line.
+      if (count == 1) {
+        if (len) memcpy(c->h.inl, iov[0].iov_base, len);
+      } else {
+        iov_copy_from(iov, count, 0, c->h.inl, len);
+      }
+      c->h.flags = static_cast<uint16_t>(cflags | flag_inline);
+      queue_commit(p->view(), c);
+      tx_done(e, context, cq_flags, flags, len);
+      return 0;
+    }
     c->h.len = static_cast<uint32_t>(len);
     c->h.id = 0;
     if (count == 1) {
@@ -101,7 +113,7 @@ ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint
   c->h.id = r->id;
   if (p->cma) {
     rndv_desc d{};
-    d.pid = getpid();
+    d.pid = self_pid();
     d.iov_count = static_cast<uint32_t>(count);
     for (size_t i = 0; i < count; ++i) {
       d.iov[i].base = reinterpret_cast<uint64_t>(iov[i].iov_base);

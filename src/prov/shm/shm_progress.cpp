@@ -445,6 +445,30 @@ void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::i
     rx_done(e, r, flags, n, l.buf, cq_data, tag, src);
 }
 
+// The common case on the hot path: a small message inline in the header,
+// matched by the first posted receive of one plain buffer, no source needed.
+// Returns false when the general path must handle it.
+[[gnu::always_inline]] inline bool fast_small(ep& e, cell* c) {
+  const cell_hdr& h = c->h;
+  bool tagged = h.flags & flag_tagged;
+  auto& list = tagged ? e.posted_tagged : e.posted_msg;
+  if (list.empty() || (e.caps & (FI_SOURCE | FI_DIRECTED_RECV))) return false;
+  auto it = list.begin();
+  posted_recv& r = *it;
+  if (r.iov_count != 1 || (r.flags & FI_MULTI_RECV) || r.total < h.size) return false;
+  if (tagged && ((r.tag ^ h.tag) & ~r.ignore)) return false;
+  if (h.size) memcpy(r.iov[0].iov_base, h.inl, h.size);
+  uint64_t flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
+  uint64_t data = 0;
+  if (h.flags & flag_remote_cq_data) {
+    flags |= FI_REMOTE_CQ_DATA;
+    data = h.data;
+  }
+  rx_done(e, r, flags, h.size, nullptr, data, h.tag, FI_ADDR_NOTAVAIL);
+  recv_drop(e, list, it);
+  return true;
+}
+
 // A message cell (msg, rndv, or first fragment). Returns false when it must
 // stay in the queue (unexpected buffer full).
 bool handle_message(ep& e, cell* c) {
@@ -457,7 +481,8 @@ bool handle_message(ep& e, cell* c) {
   if (it != list.end()) {
     switch (h.opcode) {
       case op::msg:
-        deliver_bytes(e, list, it, tagged, c->payload, h.size, h.flags, h.tag, data, src);
+        deliver_bytes(e, list, it, tagged, (h.flags & flag_inline) ? h.inl : c->payload, h.size, h.flags, h.tag,
+                      data, src);
         if (h.flags & flag_want_ack) send_ack(e, h.src, h.id, 0);
         return true;
       case op::rndv: {
@@ -500,7 +525,7 @@ bool handle_message(ep& e, cell* c) {
   } else {
     u.bytes.resize(h.size);
     if (h.opcode == op::msg) {
-      if (h.size) memcpy(u.bytes.data(), c->payload, h.size);
+      if (h.size) memcpy(u.bytes.data(), (h.flags & flag_inline) ? h.inl : c->payload, h.size);
     } else {
       u.complete = false;
     }
@@ -669,12 +694,22 @@ void check_liveness(ep& e) {
 }  // namespace
 
 void progress(ep& e) noexcept {
-  if (!e.enabled) return;
+  if (!e.enabled) [[unlikely]]
+    return;
   try {
-    if (!e.backlog.empty() || !e.outgoing.empty()) push_outgoing(e);
+    if (e.unreleased) {
+      queue_release_n(e.me, e.unreleased);
+      e.unreleased = 0;
+    }
+    if (!e.backlog.empty() || !e.outgoing.empty()) [[unlikely]]
+      push_outgoing(e);
     for (int n = 0; n < 64; ++n) {
-      cell* c = queue_peek(e.me);
+      cell* c = queue_peek(e.me, e.unreleased);
       if (!c) break;
+      if (c->h.opcode == op::msg && (c->h.flags & flag_inline) && fast_small(e, c)) [[likely]] {
+        e.unreleased++;
+        continue;
+      }
       switch (c->h.opcode) {
         case op::msg:
         case op::rndv:
@@ -704,7 +739,7 @@ void progress(ep& e) noexcept {
         default:
           break;  // nop, or an opcode from a newer peer: dropped
       }
-      queue_release(e.me, c);
+      e.unreleased++;
     }
     // Periodic checks (peers that died, cells abandoned by dead producers):
     // paced so the polling path stays a few loads.

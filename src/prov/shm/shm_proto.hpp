@@ -72,28 +72,41 @@ inline constexpr uint32_t flag_last = 1u << 4;         // last fragment / respon
 inline constexpr uint32_t flag_read = 1u << 5;         // notify: the RMA was a read
 inline constexpr uint32_t flag_fetch = 1u << 6;        // atomic: fetch form
 inline constexpr uint32_t flag_compare = 1u << 7;      // atomic: compare form
+inline constexpr uint32_t flag_inline = 1u << 8;       // msg: the payload is in cell_hdr::inl
 
-// One cell of a receive queue. The header is one cache line.
+// One cell of a receive queue. The header is one cache line; a message of
+// up to inline_max bytes travels inside it (flag_inline), so a small send
+// touches a single cache line on each side.
+inline constexpr size_t inline_max = 16;
+
 struct cell_hdr {
   std::atomic<uint64_t> seq;  // ring sequence (see queue)
   op opcode;
   uint8_t atomic_op;          // enum fi_op, for op::atomic
   uint8_t datatype;           // enum fi_datatype, for op::atomic
   uint8_t reserved0;
-  uint32_t src;               // the sender's slot in the receiver's peer table
+  uint16_t src;               // the sender's slot in the receiver's peer table
+  uint16_t flags;             // flag_*
   uint64_t tag;
   uint64_t data;              // remote CQ data, or an error code in responses
   uint64_t size;              // whole message / RMA / atomic length in bytes
-  uint64_t id;                // the sender's request id, echoed in responses
-  uint32_t flags;             // flag_*
-  uint32_t len;               // bytes valid in payload
+  union {
+    struct {
+      uint64_t id;            // the sender's request id, echoed in responses
+      uint32_t len;           // bytes valid in payload
+      uint32_t reserved1;
+    };
+    unsigned char inl[inline_max];  // flag_inline: the message itself
+  };
   int32_t producer;           // pid of the producer that claimed the cell
-  uint32_t reserved1;
+  uint32_t reserved2;
 };
 static_assert(std::is_standard_layout_v<cell_hdr>);
 static_assert(sizeof(cell_hdr) == cacheline);
-static_assert(offsetof(cell_hdr, tag) == 16 && offsetof(cell_hdr, id) == 40 &&
-              offsetof(cell_hdr, flags) == 48 && offsetof(cell_hdr, producer) == 56);
+static_assert(offsetof(cell_hdr, src) == 12 && offsetof(cell_hdr, flags) == 14 && offsetof(cell_hdr, tag) == 16 &&
+              offsetof(cell_hdr, id) == 40 && offsetof(cell_hdr, inl) == 40 && offsetof(cell_hdr, len) == 48 &&
+              offsetof(cell_hdr, producer) == 56);
+static_assert(peer_slots <= 65536, "src is 16 bits");
 
 struct cell {
   cell_hdr h;

@@ -1,5 +1,7 @@
 // prov/shm: region files, the receive queue, and the published registration table.
+#include <cpuid.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -113,6 +115,24 @@ void mapping::reset() noexcept {
 }
 
 // A process that exited but was not reaped yet (a zombie) is gone for us.
+// getpid() is a system call: the data path uses this cache, reset in a
+// forked child.
+namespace {
+std::atomic<int32_t> cached_pid{0};
+void forget_pid() { cached_pid.store(0, std::memory_order_relaxed); }
+}  // namespace
+
+int32_t self_pid() noexcept {
+  int32_t p = cached_pid.load(std::memory_order_relaxed);
+  if (p) [[likely]]
+    return p;
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, forget_pid); });
+  p = getpid();
+  cached_pid.store(p, std::memory_order_relaxed);
+  return p;
+}
+
 bool pid_alive(int32_t pid) noexcept {
   if (pid <= 0) return false;
   if (kill(pid, 0) != 0 && errno != EPERM) return false;
@@ -207,7 +227,7 @@ cell* queue_claim(region_view r) noexcept {
     int64_t diff = static_cast<int64_t>(seq - pos);
     if (diff == 0) {
       if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-        c->h.producer = getpid();
+        c->h.producer = self_pid();
         return c;
       }
     } else if (diff < 0) {
@@ -218,19 +238,43 @@ cell* queue_claim(region_view r) noexcept {
   }
 }
 
+namespace {
+// PREFETCHW (AMD64; Intel since Broadwell), checked once with CPUID.
+const bool has_prefetchw = [] {
+  unsigned a, b, c, d;
+  return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
+}();
+}  // namespace
+
 void queue_commit(region_view r, cell* c) noexcept {
-  uint64_t idx = static_cast<uint64_t>(c - r.cells());
-  // Recover the producer index this cell was claimed at: seq holds it.
+  // The sequence still holds the producer index the cell was claimed at.
   uint64_t pos = c->h.seq.load(std::memory_order_relaxed);
-  (void)idx;
   c->h.seq.store(pos + 1, std::memory_order_release);
+  // Ask for the next cell's header line in exclusive state now, while the
+  // consumer is busy with this one: the next send then writes a line it
+  // already owns, and only the consumer's read remains on the critical path.
+  if (has_prefetchw) [[likely]] {
+    const cell* next = &r.cells()[(pos + 1) & (queue_cells - 1)];
+    asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&next->h)));
+  }
 }
 
-cell* queue_peek(region_view r) noexcept {
-  uint64_t head = r.ctl()->head.load(std::memory_order_relaxed);
-  cell* c = &r.cells()[head & (queue_cells - 1)];
-  if (c->h.seq.load(std::memory_order_acquire) == head + 1) return c;
+cell* queue_peek(region_view r, uint32_t skip) noexcept {
+  uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
+  cell* c = &r.cells()[pos & (queue_cells - 1)];
+  if (c->h.seq.load(std::memory_order_acquire) == pos + 1) return c;
   return nullptr;
+}
+
+void queue_release_n(region_view r, uint32_t n) noexcept {
+  queue_ctl* q = r.ctl();
+  uint64_t head = q->head.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < n; ++i) {
+    cell* c = &r.cells()[(head + i) & (queue_cells - 1)];
+    c->h.producer = 0;
+    c->h.seq.store(head + i + queue_cells, std::memory_order_release);
+  }
+  q->head.store(head + n, std::memory_order_release);
 }
 
 // The head cell was claimed but never committed and its producer is dead:
@@ -249,13 +293,7 @@ cell* queue_stalled(region_view r) noexcept {
   return c;
 }
 
-void queue_release(region_view r, cell* c) noexcept {
-  queue_ctl* q = r.ctl();
-  uint64_t head = q->head.load(std::memory_order_relaxed);
-  c->h.producer = 0;
-  c->h.seq.store(head + queue_cells, std::memory_order_release);
-  q->head.store(head + 1, std::memory_order_release);
-}
+void queue_release(region_view r, cell*) noexcept { queue_release_n(r, 1); }
 
 // ------------------------------------------------------------------ registrations
 namespace {
