@@ -186,6 +186,7 @@ struct posted_recv {
 
 // A message that arrived before its receive.
 struct unexpected {
+  ep* owner = nullptr;         // the endpoint it arrived on (shared receive contexts)
   uint32_t src_slot = 0;
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   uint64_t tag = 0;

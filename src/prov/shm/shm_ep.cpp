@@ -62,6 +62,7 @@ void unbind_all(ep& e) noexcept {
 
 int ep_close(fid* f) noexcept {
   ep* e = ep::of(f);
+  if (e->role == ep_role::srx && e->users_.busy()) return -FI_EBUSY;
   stop_progress_thread(*e);
   {
     std::lock_guard c(e->ctl);
@@ -69,11 +70,18 @@ int ep_close(fid* f) noexcept {
       ep_guard g(*e);
       // Give queued responses a last chance.
       if (e->enabled) progress(*e);
-      if (e->enabled) e->me.hdr()->state.store(state_closed, std::memory_order_release);
+      if (e->enabled && e->me.base) e->me.hdr()->state.store(state_closed, std::memory_order_release);
       e->enabled = false;
+      if (e->shared_rx) {
+        // Messages that arrived here and wait in the shared queues go with us.
+        for (auto* list : {&e->rx->ux_msg, &e->rx->ux_tagged})
+          list->remove_if([e](const unexpected& u) { return u.owner == e; });
+      }
     }
     unbind_all(*e);  // without the endpoint lock: see ep::ctl
+    unbind_shared(*e);
   }
+  if (e->parent) context_closed(*e);
   e->dom->users_.drop();
   info_free(e->info);
   delete e;
@@ -154,7 +162,7 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
         return 0;
       case FI_CLASS_STX_CTX:
       case FI_CLASS_SRX_CTX:
-        return -FI_ENOSYS;
+        return bind_shared(e, bfid, flags);
       default:
         return -FI_EINVAL;
     }
@@ -163,11 +171,20 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
 
 int enable(ep& e) {
   if (e.enabled) return 0;
+  if (!e.av && e.parent && context_av(e)) {
+    e.av = context_av(e);  // the scalable endpoint's AV, bound after the context was made
+    e.av->add_user();
+  }
   if (!e.av) return -FI_ENOAV;
-  bool tx = e.caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC);
+  if (e.shared_rx && !e.shared_rx->av) {
+    e.shared_rx->av = e.av;
+    e.av->add_user();
+  }
+  bool tx = e.role != ep_role::rx_ctx && (e.caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC));
   if (tx && !e.tx_cq && !e.cntr_send && !e.cntr_read && !e.cntr_write) return -FI_ENOCQ;
-  if (!e.rx_cq && !e.cntr_recv && (e.caps & (FI_MSG | FI_TAGGED)) && (e.caps & FI_RECV || !(e.caps & FI_SEND)))
-    return -FI_ENOCQ;
+  bool rx = e.role != ep_role::tx_ctx && (e.caps & (FI_MSG | FI_TAGGED)) &&
+            (e.caps & FI_RECV || !(e.caps & FI_SEND));
+  if (rx && !e.rx_cq && !e.cntr_recv) return -FI_ENOCQ;
   shm_domain& sd = shm_domain::of(*e.dom);
   e.cma = cma_usable();
   e.region.create(region_file(e.name), region_size);
@@ -233,7 +250,7 @@ ssize_t ep_cancel(fid_t f, void* context) noexcept {
   ep& e = *ep::of(f);
   if (!context) return -FI_EINVAL;
   ep_guard g(e);
-  for (auto* list : {&e.posted_msg, &e.posted_tagged}) {
+  for (auto* list : {&e.rx->posted_msg, &e.rx->posted_tagged}) {
     for (auto it = list->begin(); it != list->end(); ++it) {
       if (it->context != context) continue;
       posted_recv r = *it;
@@ -346,21 +363,12 @@ fi_ops_cm cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer, cm_co
 
 }  // namespace
 
-int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
-  if (!info || !out) return -FI_EINVAL;
-  if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
-    return -FI_EINVAL;
-  if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, "shm"))
-    return -FI_EINVAL;
-  if (info->tx_attr && info->tx_attr->inject_size > inject_max) return -FI_EINVAL;
-  if (info->ep_attr && (info->ep_attr->tx_ctx_cnt > 1 || info->ep_attr->rx_ctx_cnt > 1) &&
-      info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT && info->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT)
-    return -FI_EINVAL;  // several contexts: fi_scalable_ep
-
+std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_role role, std::string name) {
   auto e = std::make_unique<ep>();
   e->info = info_dup(info);
-  if (!e->info) return -FI_ENOMEM;
+  if (!e->info) throw std::bad_alloc();
   e->dom = &dom;
+  e->role = role;
   e->caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC);
   if (!(e->caps & (FI_SEND | FI_RECV))) e->caps |= FI_SEND | FI_RECV;
   if (info->tx_attr) {
@@ -368,27 +376,47 @@ int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
     if (info->tx_attr->inject_size) e->inject_size = info->tx_attr->inject_size;
   }
   if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
-  std::string name = name_of(info->src_addr, info->src_addrlen);
-  if (name.empty()) name = std::to_string(getpid()) + "_" + std::to_string(ep_counter++);
-  e->name = name;
+  e->name = std::move(name);
   for (auto& s : e->src_cache) s = FI_ADDR_NOTAVAIL;
   // FI_THREAD_DOMAIN / FI_THREAD_COMPLETION: the application serialises
   // access to the endpoint and the CQs that progress it, so no lock is taken
   // (with FI_THREAD_ENDPOINT another thread's CQ read may progress it).
-  e->lock.set_enabled(
+  e->own_lock.set_enabled(
       !((dom.threading == FI_THREAD_DOMAIN || dom.threading == FI_THREAD_COMPLETION) &&
         dom.data_progress != FI_PROGRESS_AUTO));
 
-  e->fid_.fid.fclass = FI_CLASS_EP;
+  e->fid_.fid.fclass = role == ep_role::tx_ctx   ? FI_CLASS_TX_CTX
+                       : role == ep_role::rx_ctx ? FI_CLASS_RX_CTX
+                       : role == ep_role::srx    ? FI_CLASS_SRX_CTX
+                                                 : FI_CLASS_EP;
   e->fid_.fid.context = context;
   e->fid_.fid.ops = &ep_fi_ops;
   e->fid_.ops = &ep_ops;
   e->fid_.cm = &cm_ops;
-  e->fid_.msg = &msg_ops;
-  e->fid_.tagged = &tagged_ops;
-  e->fid_.rma = &rma_ops;
-  e->fid_.atomic = &atomic_ops;
+  e->fid_.msg = role == ep_role::tx_ctx ? &msg_ops_tx : role == ep_role::endpoint ? &msg_ops : &msg_ops_rx;
+  e->fid_.tagged =
+      role == ep_role::tx_ctx ? &tagged_ops_tx : role == ep_role::endpoint ? &tagged_ops : &tagged_ops_rx;
+  e->fid_.rma = role == ep_role::endpoint || role == ep_role::tx_ctx ? &rma_ops : &rma_ops_none;
+  e->fid_.atomic = role == ep_role::endpoint || role == ep_role::tx_ctx ? &atomic_ops : &atomic_ops_none;
   e->fid_.collective = nullptr;
+  return e;
+}
+
+bool is_shm_ep(const fid* f) noexcept { return f && f->ops == &ep_fi_ops; }
+
+int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
+  if (!info || !out) return -FI_EINVAL;
+  if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
+    return -FI_EINVAL;
+  if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, "shm"))
+    return -FI_EINVAL;
+  if (info->tx_attr && info->tx_attr->inject_size > inject_max) return -FI_EINVAL;
+  if (info->ep_attr && ((info->ep_attr->tx_ctx_cnt > 1 && info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
+                        (info->ep_attr->rx_ctx_cnt > 1 && info->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT)))
+    return -FI_EINVAL;  // several contexts: fi_scalable_ep
+  std::string name = name_of(info->src_addr, info->src_addrlen);
+  if (name.empty()) name = std::to_string(getpid()) + "_" + std::to_string(ep_counter++);
+  auto e = make_ep(dom, info, context, ep_role::endpoint, name);
   dom.users_.add();
   *out = &e.release()->fid_;
   return 0;

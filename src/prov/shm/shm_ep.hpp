@@ -16,6 +16,16 @@ namespace weft::shm {
 // Locking is chosen once at endpoint open from the domain's threading level
 // (and whether a progress thread runs): FI_THREAD_SAFE or FI_PROGRESS_AUTO
 // take the endpoint lock, the other levels promise serialised access.
+// Receive-side matching state: an endpoint's own, or shared by every
+// endpoint bound to one shared receive context.
+struct rx_queues {
+  std::list<posted_recv> posted_msg, posted_tagged;
+  std::list<posted_recv> free_recvs;  // spare nodes: posting a receive allocates only when warming up
+  std::list<unexpected> ux_msg, ux_tagged;
+  size_t ux_count = 0;
+  size_t ux_bytes = 0;
+};
+
 class ep_lock {
 public:
   void set_enabled(bool on) noexcept { on_ = on; }
@@ -35,8 +45,21 @@ private:
 // friends, which generate no completion.
 inline constexpr uint64_t flag_no_cq = 1ULL << 63;
 
+// What an ep object is: a plain endpoint, a transmit or receive context of
+// a scalable endpoint, or a shared receive context.
+enum class ep_role : uint8_t { endpoint, tx_ctx, rx_ctx, srx };
+
+struct sep;
+struct stx;
+
 struct ep {
   fid_ep fid_;  // first
+  ep_role role = ep_role::endpoint;
+  sep* parent = nullptr;   // tx/rx contexts: their scalable endpoint
+  size_t ctx_index = 0;    // tx/rx contexts: their index
+  stx* shared_tx = nullptr;  // bound shared transmit context
+  ep* shared_rx = nullptr;   // bound shared receive context
+  users users_;              // srx: endpoints bound to it
   domain* dom = nullptr;
   fi_info* info = nullptr;
   weft::av* av = nullptr;
@@ -61,7 +84,8 @@ struct ep {
   region_view me;
   bool enabled = false;
   bool cma = true;
-  ep_lock lock;
+  ep_lock own_lock;
+  ep_lock* lock = &own_lock;  // own_lock, or the shared receive context's
   // Control operations (bind, enable, close) serialise on `ctl`; they take
   // it before anything else and register pollers without holding `lock`,
   // because a CQ reader holds its poller list while it takes `lock`.
@@ -74,11 +98,8 @@ struct ep {
   fi_addr_t src_cache[peer_slots];   // sender slot -> fi_addr (FI_SOURCE)
   int32_t src_pid[peer_slots] = {};  // the pid the cached entry was for
 
-  std::list<posted_recv> posted_msg, posted_tagged;
-  std::list<posted_recv> free_recvs;  // spare nodes: posting a receive allocates only when warming up
-  std::list<unexpected> ux_msg, ux_tagged;
-  size_t ux_count = 0;
-  size_t ux_bytes = 0;
+  rx_queues own_rx;
+  rx_queues* rx = &own_rx;  // own_rx, or a shared receive context's (fi_srx_context)
   std::list<assembly> assemblies;
 
   std::unordered_map<uint64_t, std::unique_ptr<request>> pending;  // by id
@@ -106,20 +127,21 @@ struct ep {
 
 // Posted receives move between lists by splicing: no allocation once warm.
 inline void recv_push(ep& e, std::list<posted_recv>& list, const posted_recv& r) {
-  if (e.free_recvs.empty()) [[unlikely]] {
+  auto& spare = e.rx->free_recvs;
+  if (spare.empty()) [[unlikely]] {
     list.push_back(r);
   } else {
-    list.splice(list.end(), e.free_recvs, e.free_recvs.begin());
+    list.splice(list.end(), spare, spare.begin());
     list.back() = r;
   }
 }
 inline void recv_drop(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::iterator it) {
-  e.free_recvs.splice(e.free_recvs.begin(), list, it);
+  e.rx->free_recvs.splice(e.rx->free_recvs.begin(), list, it);
 }
 
 struct ep_guard {
-  explicit ep_guard(ep& e) : e_(e) { e_.lock.lock(); }
-  ~ep_guard() { e_.lock.unlock(); }
+  explicit ep_guard(ep& e) : e_(e) { e_.lock->lock(); }
+  ~ep_guard() { e_.lock->unlock(); }
   ep& e_;
 };
 
@@ -160,6 +182,32 @@ void rx_fail(ep& e, const posted_recv& r, uint64_t cq_flags, int err, size_t len
 // ops tables (shm_msg.cpp, shm_rma.cpp, shm_atomic.cpp)
 extern fi_ops_msg msg_ops;
 extern fi_ops_tagged tagged_ops;
+extern fi_ops_msg msg_ops_tx, msg_ops_rx;        // contexts: one direction only
+extern fi_ops_tagged tagged_ops_tx, tagged_ops_rx;
+extern fi_ops_rma rma_ops_none;                    // receive contexts
+extern fi_ops_atomic atomic_ops_none;
+
+// An ops-table entry that is not available on this kind of object.
+template <class F>
+struct nosys;
+template <class R, class... A>
+struct nosys<R (*)(A...)> {
+  static R fn(A...) noexcept { return static_cast<R>(-FI_ENOSYS); }
+};
+#define WEFT_NOSYS(table, member) ::weft::shm::nosys<decltype(table::member)>::fn
+
+// shm_ep.cpp: builds an endpoint object of any role (not enabled).
+std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_role role, std::string name);
+// shm_ctx.cpp
+int scalable_ep_open(domain& dom, fi_info* info, fid_ep** out, void* context);
+int stx_open(domain& dom, fi_tx_attr* attr, fid_stx** out, void* context);
+int srx_open(domain& dom, fi_rx_attr* attr, fid_ep** out, void* context);
+// A bind to a shared context (FI_CLASS_STX_CTX / FI_CLASS_SRX_CTX).
+int bind_shared(ep& e, fid* bfid, uint64_t flags);
+void unbind_shared(ep& e) noexcept;
+void context_closed(ep& e) noexcept;
+bool is_shm_ep(const fid* f) noexcept;   // an ep object of this provider (any role)     // a tx/rx context leaves its scalable endpoint
+weft::av* context_av(ep& e) noexcept;    // a context's scalable endpoint's AV
 extern fi_ops_rma rma_ops;
 extern fi_ops_atomic atomic_ops;
 // Handlers run by progress for incoming RMA/atomic cells (shm_rma.cpp, shm_atomic.cpp).

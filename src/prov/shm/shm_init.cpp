@@ -88,6 +88,15 @@ public:
   int endpoint(domain& dom, fi_info* info, fid_ep** ep, void* context) override {
     return shm::endpoint_open(dom, info, ep, context);
   }
+  int scalable_ep(domain& dom, fi_info* info, fid_ep** sep, void* context) override {
+    return shm::scalable_ep_open(dom, info, sep, context);
+  }
+  int stx_ctx(domain& dom, fi_tx_attr* attr, fid_stx** stx, void* context) override {
+    return shm::stx_open(dom, attr, stx, context);
+  }
+  int srx_ctx(domain& dom, fi_rx_attr* attr, fid_ep** rx, void* context) override {
+    return shm::srx_open(dom, attr, rx, context);
+  }
   int query_atomic(domain& dom, fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) override {
     return shm::query_atomic(dom, dt, op, attr, flags);
   }

@@ -148,7 +148,8 @@ ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint
 }
 
 // ------------------------------------------------------------------ receive
-bool ux_matches(ep& e, const posted_recv& r, const unexpected& u) {
+bool ux_matches(ep& poster, const posted_recv& r, const unexpected& u) {
+  ep& e = u.owner ? *u.owner : poster;
   if (r.tagged && ((r.tag ^ u.tag) & ~r.ignore)) return false;
   if (r.src == FI_ADDR_UNSPEC || !(e.caps & FI_DIRECTED_RECV)) return true;
   fi_addr_t src = u.src != FI_ADDR_NOTAVAIL ? u.src : src_addr_of(e, u.src_slot);
@@ -202,7 +203,10 @@ void ack_to(ep& e, uint32_t slot, uint64_t id, int err) {
 // Delivers unexpected message `u` into receive `r` (whole buffer or the tail
 // of a multi-receive buffer at r.multi_off). Returns bytes consumed; the
 // caller removes u.
-size_t deliver_unexpected(ep& e, posted_recv& r, unexpected& u, bool discard) {
+size_t deliver_unexpected(ep& poster, posted_recv& r, unexpected& u, bool discard) {
+  // Completions, acks and source addresses belong to the endpoint the
+  // message arrived on (not the same one as the poster's with an SRX).
+  ep& e = u.owner ? *u.owner : poster;
   uint64_t cq_flags = FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG) |
                       ((u.flags & flag_remote_cq_data) ? FI_REMOTE_CQ_DATA : 0);
   fi_addr_t src = (e.caps & FI_SOURCE) ? (u.src != FI_ADDR_NOTAVAIL ? u.src : src_addr_of(e, u.src_slot))
@@ -243,14 +247,15 @@ size_t deliver_unexpected(ep& e, posted_recv& r, unexpected& u, bool discard) {
 }
 
 void drop_ux(ep& e, std::list<unexpected>& list, std::list<unexpected>::iterator it) {
-  e.ux_count--;
-  if (!it->rndv) e.ux_bytes -= it->size;
+  e.rx->ux_count--;
+  if (!it->rndv) e.rx->ux_bytes -= it->size;
   list.erase(it);
 }
 
 // An unexpected message whose fragments are still arriving: hand the
 // assembly over to the receive.
-bool adopt_incomplete(ep& e, posted_recv& r, std::list<unexpected>& list, std::list<unexpected>::iterator it) {
+bool adopt_incomplete(ep& poster, posted_recv& r, std::list<unexpected>& list, std::list<unexpected>::iterator it) {
+  ep& e = it->owner ? *it->owner : poster;
   for (auto& a : e.assemblies) {
     if (!a.to_unexpected || a.ux != &*it) continue;
     a.to_unexpected = false;
@@ -271,16 +276,17 @@ bool adopt_incomplete(ep& e, posted_recv& r, std::list<unexpected>& list, std::l
 
 template <bool Tagged>
 ssize_t peek_claim(ep& e, posted_recv& r, uint64_t flags) {
-  auto& list = e.ux_tagged;
+  auto& list = e.rx->ux_tagged;
   if (flags & FI_PEEK) {
     for (auto it = list.begin(); it != list.end(); ++it) {
       if (it->claimed || !it->complete || !ux_matches(e, r, *it)) continue;
       uint64_t cq_flags = FI_RECV | FI_TAGGED | ((it->flags & flag_remote_cq_data) ? FI_REMOTE_CQ_DATA : 0);
-      fi_addr_t src = (e.caps & FI_SOURCE) ? src_addr_of(e, it->src_slot) : FI_ADDR_NOTAVAIL;
+      ep& o = it->owner ? *it->owner : e;
+      fi_addr_t src = (o.caps & FI_SOURCE) ? src_addr_of(o, it->src_slot) : FI_ADDR_NOTAVAIL;
       if (flags & FI_DISCARD) {
-        if (it->rndv) ack_to(e, it->src_slot, it->id, 0);
-        else if (it->flags & flag_want_ack) ack_to(e, it->src_slot, it->id, 0);
-        rx_done(e, r, cq_flags, it->size, nullptr, it->data, it->tag, src);
+        if (it->rndv) ack_to(o, it->src_slot, it->id, 0);
+        else if (it->flags & flag_want_ack) ack_to(o, it->src_slot, it->id, 0);
+        rx_done(o, r, cq_flags, it->size, nullptr, it->data, it->tag, src);
         drop_ux(e, list, it);
         return 0;
       }
@@ -288,7 +294,7 @@ ssize_t peek_claim(ep& e, posted_recv& r, uint64_t flags) {
         it->claimed = true;
         it->claim_context = r.context;
       }
-      rx_done(e, r, cq_flags, it->size, nullptr, it->data, it->tag, src);
+      rx_done(o, r, cq_flags, it->size, nullptr, it->data, it->tag, src);
       return 0;
     }
     rx_fail(e, r, FI_RECV | FI_TAGGED, FI_ENOMSG, 0, 0, 0, r.tag, FI_ADDR_NOTAVAIL);
@@ -332,7 +338,7 @@ ssize_t recv_generic(ep& e, const iovec* iov, size_t count, fi_addr_t src, uint6
     if constexpr (Tagged) {
       if (flags & (FI_PEEK | FI_CLAIM)) return peek_claim<Tagged>(e, r, flags);
     }
-    auto& ux = Tagged ? e.ux_tagged : e.ux_msg;
+    auto& ux = Tagged ? e.rx->ux_tagged : e.rx->ux_msg;
     for (auto it = ux.begin(); it != ux.end();) {
       if (it->claimed || !ux_matches(e, r, *it)) {
         ++it;
@@ -349,7 +355,7 @@ ssize_t recv_generic(ep& e, const iovec* iov, size_t count, fi_addr_t src, uint6
       if (!(r.flags & FI_MULTI_RECV) || r.iov[0].iov_len - r.multi_off < e.min_multi_recv) return 0;
       it = next;
     }
-    recv_push(e, Tagged ? e.posted_tagged : e.posted_msg, r);
+    recv_push(e, Tagged ? e.rx->posted_tagged : e.rx->posted_msg, r);
   } catch (...) {
     return -FI_ENOMEM;
   }
@@ -458,5 +464,47 @@ fi_ops_msg msg_ops = {sizeof(fi_ops_msg), m_recv,   m_recvv,    m_recvmsg,  m_se
                       m_sendv,            m_sendmsg, m_inject, m_senddata, m_injectdata};
 fi_ops_tagged tagged_ops = {sizeof(fi_ops_tagged), t_recv,   t_recvv,    t_recvmsg,  t_send,
                             t_sendv,               t_sendmsg, t_inject, t_senddata, t_injectdata};
+
+// Contexts of scalable endpoints move data one way only.
+fi_ops_msg msg_ops_tx = {sizeof(fi_ops_msg),
+                         WEFT_NOSYS(fi_ops_msg, recv),
+                         WEFT_NOSYS(fi_ops_msg, recvv),
+                         WEFT_NOSYS(fi_ops_msg, recvmsg),
+                         m_send,
+                         m_sendv,
+                         m_sendmsg,
+                         m_inject,
+                         m_senddata,
+                         m_injectdata};
+fi_ops_msg msg_ops_rx = {sizeof(fi_ops_msg),
+                         m_recv,
+                         m_recvv,
+                         m_recvmsg,
+                         WEFT_NOSYS(fi_ops_msg, send),
+                         WEFT_NOSYS(fi_ops_msg, sendv),
+                         WEFT_NOSYS(fi_ops_msg, sendmsg),
+                         WEFT_NOSYS(fi_ops_msg, inject),
+                         WEFT_NOSYS(fi_ops_msg, senddata),
+                         WEFT_NOSYS(fi_ops_msg, injectdata)};
+fi_ops_tagged tagged_ops_tx = {sizeof(fi_ops_tagged),
+                               WEFT_NOSYS(fi_ops_tagged, recv),
+                               WEFT_NOSYS(fi_ops_tagged, recvv),
+                               WEFT_NOSYS(fi_ops_tagged, recvmsg),
+                               t_send,
+                               t_sendv,
+                               t_sendmsg,
+                               t_inject,
+                               t_senddata,
+                               t_injectdata};
+fi_ops_tagged tagged_ops_rx = {sizeof(fi_ops_tagged),
+                               t_recv,
+                               t_recvv,
+                               t_recvmsg,
+                               WEFT_NOSYS(fi_ops_tagged, send),
+                               WEFT_NOSYS(fi_ops_tagged, sendv),
+                               WEFT_NOSYS(fi_ops_tagged, sendmsg),
+                               WEFT_NOSYS(fi_ops_tagged, inject),
+                               WEFT_NOSYS(fi_ops_tagged, senddata),
+                               WEFT_NOSYS(fi_ops_tagged, injectdata)};
 
 }  // namespace weft::shm

@@ -105,8 +105,20 @@ peer* peer_by_name(ep& e, const std::string& name) noexcept {
   }
 }
 
+[[gnu::cold, gnu::noinline]] peer* peer_of_rx_ctx(ep& e, fi_addr_t addr, uint64_t rx) noexcept {
+  size_t len = 0;
+  const char* a = static_cast<const char*>(e.av->lookup(addr, &len));
+  if (!a) return nullptr;
+  std::string s(a, strnlen(a, len));
+  constexpr size_t plen = 9;  // "fi_shm://"
+  if (s.compare(0, plen, "fi_shm://") != 0) return nullptr;
+  return peer_by_name(e, s.substr(plen) + "#r" + std::to_string(rx));
+}
+
 peer* peer_of(ep& e, fi_addr_t addr) noexcept {
   if (!e.av) return nullptr;
+  if (uint64_t rx = e.av->rx_index(addr)) [[unlikely]]
+    return peer_of_rx_ctx(e, addr, rx);  // fi_rx_addr: receive context rx of a scalable endpoint
   uint64_t idx = e.av->index(addr);
   uint32_t gen = e.av->generation(addr);
   if (idx < e.by_index.size()) {
@@ -152,6 +164,8 @@ fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept {
   size_t plen = strlen(addr);
   memcpy(addr + plen, s.name, name_max - 1);
   addr[plen + name_max - 1] = 0;
+  // A context of a scalable endpoint ("name#t3") answers for the endpoint.
+  if (char* hash = strchr(addr + plen, '#')) *hash = 0;
   size_t len = strlen(addr);
   fi_addr_t a = e.av->find(addr, len + 1);
   if (a == FI_ADDR_NOTAVAIL) a = e.av->find(addr, len);
@@ -301,7 +315,7 @@ bool recv_matches(ep& e, const posted_recv& r, bool tagged, uint64_t tag, fi_add
 }
 
 std::list<posted_recv>::iterator find_recv(ep& e, bool tagged, uint64_t tag, uint32_t slot, fi_addr_t* src) {
-  auto& list = tagged ? e.posted_tagged : e.posted_msg;
+  auto& list = tagged ? e.rx->posted_tagged : e.rx->posted_msg;
   bool need_src = (e.caps & FI_DIRECTED_RECV);
   if (need_src && *src == FI_ADDR_NOTAVAIL) *src = src_addr_of(e, slot);
   for (auto it = list.begin(); it != list.end(); ++it)
@@ -451,7 +465,7 @@ void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::i
 [[gnu::always_inline]] inline bool fast_small(ep& e, cell* c) {
   const cell_hdr& h = c->h;
   bool tagged = h.flags & flag_tagged;
-  auto& list = tagged ? e.posted_tagged : e.posted_msg;
+  auto& list = tagged ? e.rx->posted_tagged : e.rx->posted_msg;
   if (list.empty() || (e.caps & (FI_SOURCE | FI_DIRECTED_RECV))) return false;
   auto it = list.begin();
   posted_recv& r = *it;
@@ -475,7 +489,7 @@ bool handle_message(ep& e, cell* c) {
   const cell_hdr& h = c->h;
   bool tagged = h.flags & flag_tagged;
   fi_addr_t src = (e.caps & FI_SOURCE) ? src_addr_of(e, h.src) : FI_ADDR_NOTAVAIL;
-  auto& list = tagged ? e.posted_tagged : e.posted_msg;
+  auto& list = tagged ? e.rx->posted_tagged : e.rx->posted_msg;
   auto it = find_recv(e, tagged, h.tag, h.src, &src);
   uint64_t data = (h.flags & flag_remote_cq_data) ? h.data : 0;
   if (it != list.end()) {
@@ -509,9 +523,10 @@ bool handle_message(ep& e, cell* c) {
   }
   // Unexpected.
   size_t bytes = h.opcode == op::rndv ? 0 : h.size;
-  if (e.ux_count >= ux_max_count || e.ux_bytes + bytes > ux_max_bytes) return false;
-  auto& ux = tagged ? e.ux_tagged : e.ux_msg;
+  if (e.rx->ux_count >= ux_max_count || e.rx->ux_bytes + bytes > ux_max_bytes) return false;
+  auto& ux = tagged ? e.rx->ux_tagged : e.rx->ux_msg;
   unexpected u;
+  u.owner = &e;
   u.src_slot = h.src;
   u.src = src;
   u.tag = h.tag;
@@ -530,8 +545,8 @@ bool handle_message(ep& e, cell* c) {
       u.complete = false;
     }
   }
-  e.ux_count++;
-  e.ux_bytes += bytes;
+  e.rx->ux_count++;
+  e.rx->ux_bytes += bytes;
   ux.push_back(std::move(u));
   if (h.opcode == op::frag) {
     assembly a;
@@ -575,7 +590,7 @@ void handle_fragment(ep& e, cell* c) {
         posted_recv rest = a.recv;
         rest.multi_off += got;
         if (rest.iov[0].iov_len - rest.multi_off >= e.min_multi_recv)
-          recv_push(e, tagged ? e.posted_tagged : e.posted_msg, rest);
+          recv_push(e, tagged ? e.rx->posted_tagged : e.rx->posted_msg, rest);
         else
           flags |= FI_MULTI_RECV;
       }
@@ -694,7 +709,7 @@ void check_liveness(ep& e) {
 }  // namespace
 
 void progress(ep& e) noexcept {
-  if (!e.enabled) [[unlikely]]
+  if (!e.enabled || !e.me.base) [[unlikely]]
     return;
   try {
     if (e.unreleased) {

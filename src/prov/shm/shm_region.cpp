@@ -30,7 +30,7 @@ std::string region_file(const std::string& name) {
 bool valid_name(const std::string& name) noexcept {
   if (name.empty() || name.size() >= name_max) return false;
   for (char c : name)
-    if (c == '/' || c == '\0') return false;
+    if (c == '/' || c == '\0' || c == '#') return false;  // '#' separates context suffixes
   return name != "." && name != "..";
 }
 
