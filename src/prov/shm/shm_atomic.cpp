@@ -192,7 +192,7 @@ int query_atomic(domain&, fi_datatype dt, fi_op opc, fi_atomic_attr* attr, uint6
 
 namespace {
 
-ep& E(fid_ep* f) { return *ep::of(f); }
+ep& E(fid_ep* f) { return ep_of(f); }
 fi_rma_ioc R(uint64_t addr, size_t count, uint64_t key) { return fi_rma_ioc{addr, count, key}; }
 
 ssize_t a_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t dest, uint64_t addr, uint64_t key,
@@ -200,13 +200,13 @@ ssize_t a_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t dest,
   fi_ioc v{const_cast<void*>(buf), count};
   fi_rma_ioc r = R(addr, count, key);
   return atomic_generic(E(f), atomic_form::base, &v, 1, nullptr, 0, nullptr, 0, dest, &r, 1, dt, op, ctx,
-                        E(f).tx_op_flags);
+                        tx_flags_of(f, E(f)));
 }
 ssize_t a_writev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
                  fi_datatype dt, fi_op op, void* ctx) noexcept {
   fi_rma_ioc r = R(addr, iov ? ioc_count(iov, count) : 0, key);
   return atomic_generic(E(f), atomic_form::base, iov, count, nullptr, 0, nullptr, 0, dest, &r, 1, dt, op, ctx,
-                        E(f).tx_op_flags);
+                        tx_flags_of(f, E(f)));
 }
 ssize_t a_writemsg(fid_ep* f, const fi_msg_atomic* m, uint64_t flags) noexcept {
   if (!m) return -FI_EINVAL;
@@ -227,13 +227,13 @@ ssize_t a_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* resul
   fi_ioc res{result, count};
   fi_rma_ioc r = R(addr, count, key);
   return atomic_generic(E(f), atomic_form::fetch, &v, buf ? 1 : 0, nullptr, 0, &res, 1, dest, &r, 1, dt, op, ctx,
-                        E(f).tx_op_flags);
+                        tx_flags_of(f, E(f)));
 }
 ssize_t a_readwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_ioc* resv, void**, size_t res_count,
                      fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
   fi_rma_ioc r = R(addr, resv ? ioc_count(resv, res_count) : 0, key);
   return atomic_generic(E(f), atomic_form::fetch, iov, count, nullptr, 0, resv, res_count, dest, &r, 1, dt, op,
-                        ctx, E(f).tx_op_flags);
+                        ctx, tx_flags_of(f, E(f)));
 }
 ssize_t a_readwritemsg(fid_ep* f, const fi_msg_atomic* m, fi_ioc* resv, void**, size_t res_count,
                        uint64_t flags) noexcept {
@@ -250,14 +250,14 @@ ssize_t a_compwrite(fid_ep* f, const void* buf, size_t count, void*, const void*
   fi_ioc res{result, count};
   fi_rma_ioc r = R(addr, count, key);
   return atomic_generic(E(f), atomic_form::compare, &v, 1, &c, 1, &res, 1, dest, &r, 1, dt, op, ctx,
-                        E(f).tx_op_flags);
+                        tx_flags_of(f, E(f)));
 }
 ssize_t a_compwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, const fi_ioc* cmpv, void**,
                      size_t cmp_count, fi_ioc* resv, void**, size_t res_count, fi_addr_t dest, uint64_t addr,
                      uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
   fi_rma_ioc r = R(addr, iov ? ioc_count(iov, count) : 0, key);
   return atomic_generic(E(f), atomic_form::compare, iov, count, cmpv, cmp_count, resv, res_count, dest, &r, 1, dt,
-                        op, ctx, E(f).tx_op_flags);
+                        op, ctx, tx_flags_of(f, E(f)));
 }
 ssize_t a_compwritemsg(fid_ep* f, const fi_msg_atomic* m, const fi_ioc* cmpv, void**, size_t cmp_count,
                        fi_ioc* resv, void**, size_t res_count, uint64_t flags) noexcept {

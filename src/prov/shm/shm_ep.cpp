@@ -62,7 +62,7 @@ void unbind_all(ep& e) noexcept {
 
 int ep_close(fid* f) noexcept {
   ep* e = ep::of(f);
-  if (e->role == ep_role::srx && e->users_.busy()) return -FI_EBUSY;
+  if (e->users_.busy()) return -FI_EBUSY;  // bound endpoints (srx) or aliases
   stop_progress_thread(*e);
   {
     std::lock_guard c(e->ctl);
@@ -235,8 +235,21 @@ int ep_control(fid* f, int command, void* arg) noexcept {
         else return -FI_EINVAL;
         return 0;
       }
-      case FI_ALIAS:
-        return -FI_ENOSYS;
+      case FI_ALIAS: {
+        auto* a = static_cast<struct fi_alias*>(arg);
+        if (!a || !a->fid) return -FI_EINVAL;
+        uint64_t dir = a->flags & (FI_TRANSMIT | FI_RECV);
+        if (!dir) return -FI_EINVAL;
+        auto al = std::make_unique<alias>();
+        al->base = &e;
+        al->tx_flags = (dir & FI_TRANSMIT) ? (a->flags & ~(FI_TRANSMIT | FI_RECV)) : e.tx_op_flags;
+        al->rx_flags = (dir & FI_RECV) ? (a->flags & ~(FI_TRANSMIT | FI_RECV)) : e.rx_op_flags;
+        al->fid_ = e.fid_;  // the same ops tables: they resolve the alias
+        al->fid_.fid.ops = &alias_fi_ops;
+        e.users_.add();
+        *a->fid = &al.release()->fid_.fid;
+        return 0;
+      }
       default:
         return -FI_ENOSYS;
     }
@@ -247,7 +260,7 @@ fi_ops ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind, ep_control, fid_no_ops_op
 
 // ------------------------------------------------------------------ fi_ops_ep
 ssize_t ep_cancel(fid_t f, void* context) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(reinterpret_cast<fid_ep*>(f));
   if (!context) return -FI_EINVAL;
   ep_guard g(e);
   for (auto* list : {&e.rx->posted_msg, &e.rx->posted_tagged}) {
@@ -272,7 +285,7 @@ ssize_t ep_cancel(fid_t f, void* context) noexcept {
 }
 
 int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(reinterpret_cast<fid_ep*>(f));
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
   if (!optval || !optlen) return -FI_EINVAL;
   switch (optname) {
@@ -298,7 +311,7 @@ int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) noe
 }
 
 int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(reinterpret_cast<fid_ep*>(f));
   if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
   if (!optval) return -FI_EINVAL;
   switch (optname) {
@@ -333,7 +346,7 @@ int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
 }
 
 int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(reinterpret_cast<fid_ep*>(f));
   if (!addrlen) return -FI_EINVAL;
   std::string a = address_of(e.name);
   size_t need = a.size() + 1;
@@ -401,6 +414,34 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_
   e->fid_.collective = nullptr;
   return e;
 }
+
+namespace {
+int alias_close(fid* f) noexcept {
+  alias* a = from_fid<alias>(f);
+  a->base->users_.drop();
+  delete a;
+  return 0;
+}
+// An alias changes only its own default flags; binding goes to the endpoint.
+int alias_control(fid* f, int command, void* arg) noexcept {
+  alias* a = from_fid<alias>(f);
+  if (command != FI_GETOPSFLAG && command != FI_SETOPSFLAG) return -FI_ENOSYS;
+  if (!arg) return -FI_EINVAL;
+  uint64_t* flags = static_cast<uint64_t*>(arg);
+  bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
+  if (tx == rx) return -FI_EINVAL;
+  uint64_t& own = tx ? a->tx_flags : a->rx_flags;
+  if (command == FI_GETOPSFLAG)
+    *flags = (tx ? FI_TRANSMIT : FI_RECV) | own;
+  else
+    own = *flags & ~(FI_TRANSMIT | FI_RECV);
+  return 0;
+}
+int alias_bind(fid*, fid*, uint64_t) noexcept { return -FI_EINVAL; }
+}  // namespace
+
+fi_ops alias_fi_ops = {sizeof(fi_ops), alias_close, alias_bind, alias_control, fid_no_ops_open, fid_no_tostr,
+                       fid_no_ops_set};
 
 bool is_shm_ep(const fid* f) noexcept { return f && f->ops == &ep_fi_ops; }
 

@@ -139,6 +139,29 @@ inline void recv_drop(ep& e, std::list<posted_recv>& list, std::list<posted_recv
   e.rx->free_recvs.splice(e.rx->free_recvs.begin(), list, it);
 }
 
+// fi_alias: another fid for the same endpoint with its own default
+// operation flags. The data path resolves it with one pointer compare.
+struct alias {
+  fid_ep fid_;  // first
+  ep* base;
+  uint64_t tx_flags;
+  uint64_t rx_flags;
+};
+extern fi_ops alias_fi_ops;
+
+inline bool is_alias(const fid_ep* f) noexcept { return f->fid.ops == &alias_fi_ops; }
+inline ep& ep_of(fid_ep* f) noexcept {
+  if (is_alias(f)) [[unlikely]]
+    return *from_fid<alias>(f)->base;
+  return *ep::of(f);
+}
+inline uint64_t tx_flags_of(fid_ep* f, const ep& e) noexcept {
+  return is_alias(f) ? from_fid<alias>(f)->tx_flags : e.tx_op_flags;
+}
+inline uint64_t rx_flags_of(fid_ep* f, const ep& e) noexcept {
+  return is_alias(f) ? from_fid<alias>(f)->rx_flags : e.rx_op_flags;
+}
+
 struct ep_guard {
   explicit ep_guard(ep& e) : e_(e) { e_.lock->lock(); }
   ~ep_guard() { e_.lock->unlock(); }

@@ -366,96 +366,96 @@ ssize_t recv_generic(ep& e, const iovec* iov, size_t count, fi_addr_t src, uint6
 inline iovec one(const void* buf, size_t len) { return iovec{const_cast<void*>(buf), len}; }
 
 ssize_t m_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   iovec v = one(buf, len);
-  return recv_generic<false>(e, &v, 1, src, 0, 0, ctx, e.rx_op_flags);
+  return recv_generic<false>(e, &v, 1, src, 0, 0, ctx, rx_flags_of(f, e));
 }
 ssize_t m_recvv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, void* ctx) noexcept {
-  ep& e = *ep::of(f);
-  return recv_generic<false>(e, iov, count, src, 0, 0, ctx, e.rx_op_flags);
+  ep& e = ep_of(f);
+  return recv_generic<false>(e, iov, count, src, 0, 0, ctx, rx_flags_of(f, e));
 }
 ssize_t m_recvmsg(fid_ep* f, const fi_msg* msg, uint64_t flags) noexcept {
   if (!msg || !only(flags, recv_flags_ok)) return msg ? -FI_EBADFLAGS : -FI_EINVAL;
-  return recv_generic<false>(*ep::of(f), msg->msg_iov, msg->iov_count, msg->addr, 0, 0, msg->context, flags);
+  return recv_generic<false>(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, 0, 0, msg->context, flags);
 }
 ssize_t m_send(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   iovec v = one(buf, len);
-  return send_generic<false>(e, &v, 1, dest, 0, 0, ctx, e.tx_op_flags);
+  return send_generic<false>(e, &v, 1, dest, 0, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t m_sendv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, void* ctx) noexcept {
-  ep& e = *ep::of(f);
-  return send_generic<false>(e, iov, count, dest, 0, 0, ctx, e.tx_op_flags);
+  ep& e = ep_of(f);
+  return send_generic<false>(e, iov, count, dest, 0, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t m_sendmsg(fid_ep* f, const fi_msg* msg, uint64_t flags) noexcept {
   if (!msg) return -FI_EINVAL;
   if (!only(flags, send_flags_ok)) return -FI_EBADFLAGS;
-  return send_generic<false>(*ep::of(f), msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data, msg->context,
+  return send_generic<false>(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data, msg->context,
                              flags);
 }
 ssize_t m_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest) noexcept {
   iovec v = one(buf, len);
-  return send_generic<false>(*ep::of(f), &v, 1, dest, 0, 0, nullptr, FI_INJECT | flag_no_cq);
+  return send_generic<false>(ep_of(f), &v, 1, dest, 0, 0, nullptr, FI_INJECT | flag_no_cq);
 }
 ssize_t m_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                    void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   iovec v = one(buf, len);
-  return send_generic<false>(e, &v, 1, dest, 0, data, ctx, e.tx_op_flags | FI_REMOTE_CQ_DATA);
+  return send_generic<false>(e, &v, 1, dest, 0, data, ctx, tx_flags_of(f, e) | FI_REMOTE_CQ_DATA);
 }
 ssize_t m_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest) noexcept {
   iovec v = one(buf, len);
-  return send_generic<false>(*ep::of(f), &v, 1, dest, 0, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
+  return send_generic<false>(ep_of(f), &v, 1, dest, 0, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
 }
 
 ssize_t t_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag, uint64_t ignore,
                void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   iovec v = one(buf, len);
-  return recv_generic<true>(e, &v, 1, src, tag, ignore, ctx, e.rx_op_flags);
+  return recv_generic<true>(e, &v, 1, src, tag, ignore, ctx, rx_flags_of(f, e));
 }
 ssize_t t_recvv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t tag,
                 uint64_t ignore, void* ctx) noexcept {
-  ep& e = *ep::of(f);
-  return recv_generic<true>(e, iov, count, src, tag, ignore, ctx, e.rx_op_flags);
+  ep& e = ep_of(f);
+  return recv_generic<true>(e, iov, count, src, tag, ignore, ctx, rx_flags_of(f, e));
 }
 ssize_t t_recvmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags) noexcept {
   if (!msg) return -FI_EINVAL;
   if (!only(flags, recv_flags_ok)) return -FI_EBADFLAGS;
-  return recv_generic<true>(*ep::of(f), msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->ignore,
+  return recv_generic<true>(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->ignore,
                             msg->context, flags);
 }
 ssize_t t_send(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
                void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   iovec v = one(buf, len);
-  return send_generic<true>(e, &v, 1, dest, tag, 0, ctx, e.tx_op_flags);
+  return send_generic<true>(e, &v, 1, dest, tag, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t t_sendv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t tag,
                 void* ctx) noexcept {
-  ep& e = *ep::of(f);
-  return send_generic<true>(e, iov, count, dest, tag, 0, ctx, e.tx_op_flags);
+  ep& e = ep_of(f);
+  return send_generic<true>(e, iov, count, dest, tag, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t t_sendmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags) noexcept {
   if (!msg) return -FI_EINVAL;
   if (!only(flags, send_flags_ok)) return -FI_EBADFLAGS;
-  return send_generic<true>(*ep::of(f), msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->data,
+  return send_generic<true>(ep_of(f), msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->data,
                             msg->context, flags);
 }
 ssize_t t_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept {
   iovec v = one(buf, len);
-  return send_generic<true>(*ep::of(f), &v, 1, dest, tag, 0, nullptr, FI_INJECT | flag_no_cq);
+  return send_generic<true>(ep_of(f), &v, 1, dest, tag, 0, nullptr, FI_INJECT | flag_no_cq);
 }
 ssize_t t_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest, uint64_t tag,
                    void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   iovec v = one(buf, len);
-  return send_generic<true>(e, &v, 1, dest, tag, data, ctx, e.tx_op_flags | FI_REMOTE_CQ_DATA);
+  return send_generic<true>(e, &v, 1, dest, tag, data, ctx, tx_flags_of(f, e) | FI_REMOTE_CQ_DATA);
 }
 ssize_t t_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                      uint64_t tag) noexcept {
   iovec v = one(buf, len);
-  return send_generic<true>(*ep::of(f), &v, 1, dest, tag, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
+  return send_generic<true>(ep_of(f), &v, 1, dest, tag, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
 }
 
 }  // namespace

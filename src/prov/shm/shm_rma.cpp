@@ -293,59 +293,59 @@ namespace {
 
 ssize_t r_read(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr, uint64_t key,
                void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   iovec v{buf, len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(e, false, &v, 1, src, &r, 1, 0, ctx, e.tx_op_flags);
+  return rma_generic(e, false, &v, 1, src, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t r_readv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t addr, uint64_t key,
                 void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   fi_rma_iov r{addr, iov_total(iov, count), key};
-  return rma_generic(e, false, iov, count, src, &r, 1, 0, ctx, e.tx_op_flags);
+  return rma_generic(e, false, iov, count, src, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t r_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept {
   if (!msg) return -FI_EINVAL;
   if (!only(flags, rma_flags_ok)) return -FI_EBADFLAGS;
-  return rma_generic(*ep::of(f), false, msg->msg_iov, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
+  return rma_generic(ep_of(f), false, msg->msg_iov, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
                      msg->data, msg->context, flags);
 }
 ssize_t r_write(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr, uint64_t key,
                 void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(e, true, &v, 1, dest, &r, 1, 0, ctx, e.tx_op_flags);
+  return rma_generic(e, true, &v, 1, dest, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t r_writev(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
                  void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   fi_rma_iov r{addr, iov_total(iov, count), key};
-  return rma_generic(e, true, iov, count, dest, &r, 1, 0, ctx, e.tx_op_flags);
+  return rma_generic(e, true, iov, count, dest, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t r_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept {
   if (!msg) return -FI_EINVAL;
   if (!only(flags, rma_flags_ok)) return -FI_EBADFLAGS;
-  return rma_generic(*ep::of(f), true, msg->msg_iov, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
+  return rma_generic(ep_of(f), true, msg->msg_iov, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
                      msg->data, msg->context, flags);
 }
 ssize_t r_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key) noexcept {
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(*ep::of(f), true, &v, 1, dest, &r, 1, 0, nullptr, FI_INJECT | flag_no_cq);
+  return rma_generic(ep_of(f), true, &v, 1, dest, &r, 1, 0, nullptr, FI_INJECT | flag_no_cq);
 }
 ssize_t r_writedata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest, uint64_t addr,
                     uint64_t key, void* ctx) noexcept {
-  ep& e = *ep::of(f);
+  ep& e = ep_of(f);
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(e, true, &v, 1, dest, &r, 1, data, ctx, e.tx_op_flags | FI_REMOTE_CQ_DATA);
+  return rma_generic(e, true, &v, 1, dest, &r, 1, data, ctx, tx_flags_of(f, e) | FI_REMOTE_CQ_DATA);
 }
 ssize_t r_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t addr,
                      uint64_t key) noexcept {
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(*ep::of(f), true, &v, 1, dest, &r, 1, data, nullptr,
+  return rma_generic(ep_of(f), true, &v, 1, dest, &r, 1, data, nullptr,
                      FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
 }
 
