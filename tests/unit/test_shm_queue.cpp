@@ -118,3 +118,82 @@ TEST(ShmRegion, NamesAndStaleRegions) {
 }
 
 }  // namespace
+
+// A hostile or broken peer writes malformed cells into an endpoint's queue:
+// they are dropped (no crash, no out-of-bounds access), and a good cell that
+// follows is delivered.
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/fi_cm.h>
+
+namespace {
+
+TEST(ShmQueue, MalformedCellsAreDropped) {
+  fi_info* hints = fi_allocinfo();
+  hints->fabric_attr->prov_name = strdup("shm");
+  hints->caps = FI_MSG;
+  fi_info* info = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info), 0);
+  fi_freeinfo(hints);
+  fid_fabric* fab;
+  fid_domain* dom;
+  fid_av* av;
+  fid_cq* cq;
+  fid_ep* ep;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  ASSERT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
+  fi_av_attr aa{};
+  ASSERT_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
+  fi_cq_attr ca{};
+  ca.format = FI_CQ_FORMAT_MSG;
+  ASSERT_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(dom, info, &ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(ep), 0);
+  char name[128];
+  size_t len = sizeof name;
+  ASSERT_EQ(fi_getname(&ep->fid, name, &len), 0);
+  mapping m;
+  ASSERT_TRUE(m.open(region_file(std::string(name).substr(9)), region_size));
+  region_view r{m.base()};
+  auto put = [&](op o, uint16_t flags, uint64_t size, uint32_t clen, uint16_t src) {
+    cell* c = queue_claim(r);
+    ASSERT_NE(c, nullptr);
+    c->h.opcode = o;
+    c->h.flags = flags;
+    c->h.size = size;
+    if (!(flags & flag_inline)) c->h.len = clen;
+    c->h.src = src;
+    c->h.tag = 0;
+    memset(c->h.inl, 'x', sizeof c->h.inl);
+    queue_commit(r, c);
+  };
+  put(op::msg, flag_inline, 1u << 30, 0, 0);          // inline claiming 1 GiB
+  put(op::msg, 0, 100000, 100000, 0);                  // larger than a cell
+  put(op::msg, 0, 10, 20, 0);                          // len disagrees with size
+  put(op::msg, flag_inline, 4, 0, 60000);              // sender slot out of range
+  put(static_cast<op>(200), 0, 0, 0, 0);               // unknown opcode
+  put(op::write, 0, 8, 4, 0);                          // shorter than its descriptor
+  put(op::msg, flag_inline, 5, 0, 0);                  // finally a good one
+  char buf[64] = {};
+  ASSERT_EQ(fi_recv(ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, buf), 0);
+  fi_cq_msg_entry ce;
+  ssize_t n = -FI_EAGAIN;
+  for (int i = 0; i < 1000000 && n == -FI_EAGAIN; ++i) n = fi_cq_read(cq, &ce, 1);
+  ASSERT_EQ(n, 1);
+  EXPECT_EQ(ce.len, 5u);
+  EXPECT_EQ(memcmp(buf, "xxxxx", 5), 0);
+  EXPECT_EQ(fi_cq_read(cq, &ce, 1), -FI_EAGAIN);  // nothing from the bad cells
+  m.reset();
+  EXPECT_EQ(fi_close(&ep->fid), 0);
+  EXPECT_EQ(fi_close(&cq->fid), 0);
+  EXPECT_EQ(fi_close(&av->fid), 0);
+  EXPECT_EQ(fi_close(&dom->fid), 0);
+  EXPECT_EQ(fi_close(&fab->fid), 0);
+  fi_freeinfo(info);
+}
+
+}  // namespace

@@ -459,6 +459,41 @@ void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::i
     rx_done(e, r, flags, n, l.buf, cq_data, tag, src);
 }
 
+// Every length and count in a cell came from another process: check them
+// before anything indexes memory with them (a hostile or broken peer gets
+// its cell dropped, never an out-of-bounds access).
+[[gnu::cold, gnu::noinline]] bool cell_sane_slow(const cell_hdr& h) noexcept {
+  if (h.src >= peer_slots) return false;
+  switch (h.opcode) {
+    case op::msg:
+      return (h.flags & flag_inline) ? h.size <= inline_max : (h.len == h.size && h.size <= inject_max);
+    case op::rndv: {
+      if (h.len < sizeof(rndv_desc)) return false;
+      return true;  // iov_count is clamped where it is read
+    }
+    case op::frag:
+      return h.len <= inject_max;
+    case op::write:
+    case op::read_req:
+    case op::notify:
+    case op::atomic:
+      return h.len >= sizeof(rma_desc) && h.len <= inject_max;
+    case op::read_resp:
+    case op::atomic_resp:
+    case op::ack:
+    case op::nop:
+      return h.len <= inject_max || h.opcode == op::ack || h.opcode == op::nop;
+    default:
+      return false;
+  }
+}
+
+inline bool cell_sane(const cell_hdr& h) noexcept {
+  if ((h.flags & flag_inline) && h.opcode == op::msg) [[likely]]
+    return h.size <= inline_max && h.src < peer_slots;
+  return cell_sane_slow(h);
+}
+
 // The common case on the hot path: a small message inline in the header,
 // matched by the first posted receive of one plain buffer, no source needed.
 // Returns false when the general path must handle it.
@@ -721,6 +756,12 @@ void progress(ep& e) noexcept {
     for (int n = 0; n < 64; ++n) {
       cell* c = queue_peek(e.me, e.unreleased);
       if (!c) break;
+      if (!cell_sane(c->h)) [[unlikely]] {
+        WEFT_WARN(FI_LOG_EP_DATA, "shm: dropped a malformed cell (op %d) from slot %u",
+                  static_cast<int>(c->h.opcode), static_cast<unsigned>(c->h.src));
+        e.unreleased++;
+        continue;
+      }
       if (c->h.opcode == op::msg && (c->h.flags & flag_inline) && fast_small(e, c)) [[likely]] {
         e.unreleased++;
         continue;
