@@ -4,8 +4,9 @@
 #   weft has no endpoints), weft-perf over Debian's libfabric (shm, tcp),
 #   Debian's fi_pingpong over both, and UCX's ucx_perftest over shared memory
 #   and over tcp on loopback; the same sizes, the two sides pinned the same way.
-# Writes bench/results/<date>/: README.md (machine, tables, ratios), lat.png,
-# bw.png, data/*.dat (size value) and log.txt.
+# Writes bench/results/<date>/: README.md (key metrics, machine, tables,
+# ratios), lat.png, bw.png, tag_lat.png, tag_bw.png, data/*.dat (size value;
+# key.dat: metric library round value) and log.txt.
 #
 #   usage: bash bench/compare.sh [BUILD_DIR]        (default BUILD_DIR: build)
 #   env:   SIZES="1 4 16 ..."  sizes in bytes (default 1 B .. 4 MiB, x4 steps)
@@ -13,6 +14,11 @@
 #          CPUS=A,B            the two CPUs (default: the first two allowed)
 #          OUT=DIR             results directory
 #          WEFT_LIB=DIR        weft's libfabric.so.1 (default BUILD_DIR/lib)
+#          KEY_ROUNDS=5        repeats of each key metric (odd; the median is reported)
+#          KEY_TIME=0.2        weft-perf measuring time of one key-metric run, seconds
+# The "Key metrics" of issue 4 (8-byte tagged latency, 1 MiB tagged bandwidth,
+# 1 MiB RMA write bandwidth; weft vs libfabric shm vs UCX posix/cma) are
+# measured first, KEY_ROUNDS times, the libraries alternating.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -53,23 +59,24 @@ else
 fi
 echo "compare: results in $out (CPUs $cpu_a,$cpu_b)"
 
-note() { echo "$*" | tee -a "$log" >&2; }
+note() { echo "[$(( $(date +%s) - started )) s] $*" | tee -a "$log" >&2; }
 notes=()
 skip() { notes+=("$*"); note "skip: $*"; }
 
 # ---------------------------------------------------------------- weft-perf
-# run_wp NAME ENV... -- ARGS : writes data/NAME_lat.dat and data/NAME_bw.dat
+# run_wp NAME FAMILY ENV... -- ARGS : FAMILY msg or tagged (FAMILY_lat, FAMILY_bw);
+# writes data/NAME_lat.dat, data/NAME_bw.dat and data/NAME_bwmean.dat
 run_wp() {
-  local name=$1 env_args=(); shift
+  local name=$1 fam=$2 env_args=(); shift 2
   while [ "$1" != -- ]; do env_args+=("$1"); shift; done; shift
   local t col suffix
-  for t in msg_lat msg_bw; do
-    if [ $t = msg_lat ]; then col=2 suffix=lat; else col=4 suffix=bw; fi
+  for t in ${fam}_lat ${fam}_bw; do
+    if [ $t = ${fam}_lat ]; then col=2 suffix=lat; else col=4 suffix=bw; fi
     note "run: weft-perf $name $t"
     if env "${env_args[@]}" timeout 120 "$perf" "$@" -t $t -s "$smin:$smax" --time "$time_s" \
          --cpus "$cpu_a,$cpu_b" --csv >"$data/$name.$t.csv" 2>>"$log"; then
       awk -F, -v c=$col 'NR>1 {print $1, $c}' "$data/$name.$t.csv" >"$data/${name}_$suffix.dat"
-      [ $t = msg_bw ] && awk -F, 'NR>1 {print $1, $7}' "$data/$name.$t.csv" >"$data/${name}_bwmean.dat"
+      [ $t = ${fam}_bw ] && awk -F, 'NR>1 {print $1, $7}' "$data/$name.$t.csv" >"$data/${name}_bwmean.dat"
     else
       skip "weft-perf $name $t failed (see log.txt)"
       : >"$data/${name}_$suffix.dat"
@@ -84,22 +91,103 @@ weft_ok() {  # provider: does weft-perf run over weft's provider?
   env "${weft_env[@]}" timeout 30 "$perf" -p "$1" -t msg_lat -s 8 -n 10 >"$data/probe.$1" 2>&1 &&
     head -1 "$data/probe.$1" | grep -q "libfabric: $weft_lib/"
 }
+declare -A weft_has
 for prov in shm tcp; do
+  weft_has[$prov]=0
   if [ ! -e "$weft_lib/libfabric.so.1" ]; then
     skip "weft $prov: $weft_lib/libfabric.so.1 not built"
-    : >"$data/wp_weft_${prov}_lat.dat"; : >"$data/wp_weft_${prov}_bw.dat"
   elif weft_ok "$prov"; then
-    run_wp "wp_weft_$prov" "${weft_env[@]}" -- -p "$prov"
+    weft_has[$prov]=1
   else
     skip "weft $prov: no endpoints yet ($(grep -m1 error "$data/probe.$prov" | cut -c1-120))"
+  fi
+done
+port=$(( 42000 + $$ % 10000 ))
+
+# ---------------------------------------------------------------- key metrics
+# Issue 4's three numbers, each measured KEY_ROUNDS times; every round runs
+# the three libraries back to back per metric, starting with a different one
+# each round, so that a noisy minute hits all of them. data/key.dat holds
+# every run: "metric library round value".
+key_rounds=${KEY_ROUNDS:-5}
+key_time=${KEY_TIME:-0.2}
+key=$data/key.dat
+: >"$key"
+# metric: weft-perf arguments | csv column (2 lat_us_median, 7 bw_MBps_mean)
+declare -A key_args=(
+  [lat]="-t tagged_lat -s 8|2"
+  [tbw]="-t tagged_bw -s 1M|7"   [tbw2]="-t tagged_bw -s 1M -w 2|7"
+  [wbw]="-t write_bw -s 1M|7"    [wbw2]="-t write_bw -s 1M -w 2|7"
+)
+# ucx_perftest: test, size, iterations, warm-up iterations | Final: field
+# (3: latency 50th percentile, µs one-way; 7: overall bandwidth, MiB/s)
+declare -A key_ucx=(
+  [lat]="tag_lat 8 200000 10000|3"
+  [tbw]="tag_bw 1048576 2000 200|7"
+  [wbw]="ucp_put_bw 1048576 5000 500|7"
+)
+ucx_sm_env=(UCX_TLS=posix,cma,self)
+key_wp() {  # lib metric round
+  local lib=$1 m=$2 r=$3 envs v
+  if [ "$lib" = weft ]; then envs=("${weft_env[@]}"); else envs=(FI_LOG_LEVEL=warn); fi
+  local spec=${key_args[$m]}
+  v=$(env "${envs[@]}" timeout 60 "$perf" -p shm ${spec%|*} --time "$key_time" \
+        --cpus "$cpu_a,$cpu_b" --csv 2>>"$log" | awk -F, -v c="${spec#*|}" 'NR == 2 {print $c}')
+  if [ -n "$v" ]; then echo "$m $lib $r $v" >>"$key"; else note "key: weft-perf $lib $m round $r failed"; fi
+}
+key_ucx() {  # metric round
+  local m=$1 r=$2 spec=${key_ucx[$1]} t s n w srv v
+  read -r t s n w <<<"${spec%|*}"
+  port=$((port + 1))
+  env "${ucx_sm_env[@]}" timeout 60 taskset -c "$cpu_b" ucx_perftest -p "$port" >/dev/null 2>>"$log" &
+  srv=$!
+  sleep 0.2
+  v=$(env "${ucx_sm_env[@]}" timeout 60 taskset -c "$cpu_a" ucx_perftest -p "$port" 127.0.0.1 \
+        -t "$t" -s "$s" -n "$n" -w "$w" 2>>"$log" |
+      awk -v f="${spec#*|}" '/^Final:/ { if (f == 7) printf "%.1f\n", $f * 1.048576; else print $f }')
+  wait "$srv" 2>/dev/null
+  if [ -n "$v" ]; then echo "$m ucx $r $v" >>"$key"; else note "key: ucx_perftest $t round $r failed"; fi
+}
+key_libs=()
+[ "${weft_has[shm]}" = 1 ] && key_libs+=(weft)
+key_libs+=(lf)
+which ucx_perftest >/dev/null && key_libs+=(ucx)
+note "run: key metrics, $key_rounds rounds (${key_libs[*]})"
+for ((r = 1; r <= key_rounds; r++)); do
+  nl=${#key_libs[@]}
+  order=()
+  for ((i = 0; i < nl; i++)); do order+=("${key_libs[$(( (i + r - 1) % nl ))]}"); done
+  for m in lat tbw wbw; do
+    for lib in "${order[@]}"; do
+      if [ "$lib" = ucx ]; then
+        key_ucx "$m" "$r"
+      else
+        key_wp "$lib" "$m" "$r"
+        [ "$m" != lat ] && key_wp "$lib" "${m}2" "$r"
+      fi
+    done
+  done
+done
+note "run: key metrics done ($(( $(date +%s) - started )) s)"
+
+# ---------------------------------------------------------------- sweeps
+for prov in shm tcp; do
+  if [ "${weft_has[$prov]}" = 1 ]; then
+    run_wp "wp_weft_$prov" msg "${weft_env[@]}" -- -p "$prov"
+  else
     : >"$data/wp_weft_${prov}_lat.dat"; : >"$data/wp_weft_${prov}_bw.dat"
   fi
 done
-run_wp wp_lf_shm "FI_LOG_LEVEL=warn" -- -p shm
-run_wp wp_lf_tcp "FI_LOG_LEVEL=warn" -- -p tcp
+if [ "${weft_has[shm]}" = 1 ]; then
+  run_wp wp_weft_shm_tag tagged "${weft_env[@]}" -- -p shm
+else
+  : >"$data/wp_weft_shm_tag_lat.dat"; : >"$data/wp_weft_shm_tag_bw.dat"
+fi
+run_wp wp_lf_shm msg "FI_LOG_LEVEL=warn" -- -p shm
+run_wp wp_lf_shm_tag tagged "FI_LOG_LEVEL=warn" -- -p shm
+run_wp wp_lf_tcp msg "FI_LOG_LEVEL=warn" -- -p tcp
 
 # ---------------------------------------------------------------- fi_pingpong
-port=$(( 42000 + $$ % 10000 ))
 pp_iters() {  # size kind
   local base=20000; [ "$2" = tcp ] && base=200
   local n=$(( base * 4096 / ($1 + 4096) )); [ $n -lt 10 ] && n=10; echo $n
@@ -189,10 +277,105 @@ cell() { local v=$(get "$1" "$2"); echo "${v:--}"; }
 human() { awk -v s="$1" 'BEGIN { if (s >= 1048576) printf "%gM", s/1048576; else if (s >= 1024) printf "%gK", s/1024; else printf "%d", s }'; }
 
 lib_line() { head -1 "$data/probe.$1" 2>/dev/null; }
+
+# key metrics: median over the rounds (the mean of the two middle values if a
+# run failed and an even number is left), and every value in round order
+key_vals() { awk -v m="$1" -v l="$2" '$1 == m && $2 == l {print $4}' "$key" 2>/dev/null; }
+key_med() {
+  key_vals "$1" "$2" | sort -g |
+    awk '{v[NR] = $1} END { if (NR == 0) exit; if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+key_fmt() {  # value kind(lat|bw)
+  [ -n "$1" ] || { echo "-"; return; }
+  if [ "$2" = lat ]; then awk -v v="$1" 'BEGIN {printf "%.3f", v}'; else awk -v v="$1" 'BEGIN {printf "%.0f", v}'; fi
+}
+key_target() {  # kind weft libfabric ucx -> "needs ...: yes/no"
+  awk -v k="$1" -v w="${2:-}" -v l="${3:-}" -v u="${4:-}" 'BEGIN {
+    if (k == "lat") {
+      b = ""; if (l != "") b = l; if (u != "" && (b == "" || u + 0 < b + 0)) b = u
+      if (w == "" || b == "") { print "n/a"; exit }
+      printf "≤ 0.8 × %.3f = %.3f: %s", b, 0.8 * b, (w + 0 <= 0.8 * b) ? "**yes**" : "**no**"
+    } else {
+      b = ""; if (l != "") b = l; if (u != "" && (b == "" || u + 0 > b + 0)) b = u
+      if (w == "" || b == "") { print "n/a"; exit }
+      printf "≥ %.0f: %s", b, (w + 0 >= b + 0) ? "**yes**" : "**no**"
+    }
+  }'
+}
+key_row() {  # label metric ucx-metric kind
+  local w l u
+  w=$(key_med "$2" weft); l=$(key_med "$2" lf); u=$(key_med "$3" ucx)
+  echo "| $1 | $(key_fmt "$w" "$4") | $(key_fmt "$l" "$4") | $(key_fmt "$u" "$4") | $(ratio "$w" "$l") | $(ratio "$w" "$u") | $(key_target "$4" "$w" "$l" "$u") |"
+}
+key_runs_row() {  # label metric lib kind
+  local v out=""
+  for v in $(key_vals "$2" "$3"); do out+="${out:+, }$(key_fmt "$v" "$4")"; done
+  echo "| $1 | $3 | ${out:--} |"
+}
 {
   echo "# weft comparison, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
-  echo "Command: \`bash bench/compare.sh\` (SIZES=\"$sizes\", TIME=$time_s), $(( $(date +%s) - started )) s."
+  echo "Command: \`bash bench/compare.sh\` (SIZES=\"$sizes\", TIME=$time_s, KEY_ROUNDS=$key_rounds, KEY_TIME=$key_time), $(( $(date +%s) - started )) s."
+  echo
+  echo "## Key metrics (issue 4), shm, one run"
+  echo
+  echo "Median of $key_rounds runs each; the libraries alternate run by run (every round runs"
+  echo "all three back to back per metric, starting with a different one), all pinned to CPUs"
+  echo "$cpu_a (initiator/client) and $cpu_b (peer/server). Latency: one-way µs, the median of"
+  echo "each run's per-round-trip samples (weft-perf \`lat_us_median\`, ucx_perftest \`50.0%ile\`)."
+  echo "Bandwidth: MB/s, MB = 10^6 bytes, *overall* = bytes / total time for all three"
+  echo "(weft-perf \`bw_MBps_mean\`; ucx_perftest's \"MB/s\" is MiB/s and is converted × 1.048576)."
+  echo
+  echo "| metric | weft | libfabric shm | UCX sm | weft/libfabric | weft/UCX | target (issue 4) |"
+  echo "|---|---:|---:|---:|---:|---:|---|"
+  key_row "8 B tagged latency (µs)" lat lat lat
+  key_row "1 MiB tagged bandwidth (MB/s), window 64" tbw tbw bw
+  key_row "1 MiB tagged bandwidth (MB/s), window 2" tbw2 tbw bw
+  key_row "1 MiB RMA write bandwidth (MB/s), window 64" wbw wbw bw
+  key_row "1 MiB RMA write bandwidth (MB/s), window 2" wbw2 wbw bw
+  echo
+  echo "Choices:"
+  echo
+  echo "- weft and libfabric are both measured by the same weft-perf binary (weft with"
+  echo "  \`LD_LIBRARY_PATH\`), UCX by ucx_perftest with \`UCX_TLS=posix,cma,self\` (same UCX"
+  echo "  number in both window rows: it is one measurement)."
+  echo "- Window: weft-perf's streaming tests give every message in flight its own buffer slot"
+  echo "  (window 64 at 1 MiB = 64 MiB per direction, far beyond the caches), while"
+  echo "  ucx_perftest reuses one send and one receive buffer (1 MiB each, cache-resident)."
+  echo "  The window-2 rows (\`-w 2\`, 2 MiB per direction) are the closer match to"
+  echo "  ucx_perftest; the window-64 rows are weft-perf's default. Both are shown because"
+  echo "  the target verdict can differ between them."
+  echo "- RMA write: weft-perf \`write_bw\` waits for the local completion of every write of"
+  echo "  a window; ucx_perftest \`ucp_put_bw\` posts puts and flushes at the end."
+  echo "- Latency: 8-byte \`fi_tinject\` ping-pong (weft-perf \`tagged_lat\`) vs UCP tag ping-pong."
+  echo "- Medians over $key_rounds runs, not means: the machine is shared, and a preempted run is an outlier."
+  echo
+  echo "<details><summary>Every run, and the commands</summary>"
+  echo
+  echo "| metric | library | runs in round order |"
+  echo "|---|---|---|"
+  for spec in "8 B tagged latency (µs)|lat|lat" "1 MiB tagged bw, window 64|tbw|bw" "1 MiB tagged bw, window 2|tbw2|bw" \
+              "1 MiB write bw, window 64|wbw|bw" "1 MiB write bw, window 2|wbw2|bw"; do
+    IFS='|' read -r label m kd <<<"$spec"
+    key_runs_row "$label" "$m" weft "$kd"; key_runs_row "$label" "$m" lf "$kd"
+    case $m in tbw2|wbw2) ;; *) key_runs_row "$label" "$m" ucx "$kd";; esac
+  done
+  echo
+  echo "Commands (weft: prefix \`LD_LIBRARY_PATH=$weft_lib\`; libfabric: \`FI_LOG_LEVEL=warn\`):"
+  echo
+  echo '```'
+  for m in lat tbw tbw2 wbw wbw2; do
+    spec=${key_args[$m]}
+    echo "weft-perf -p shm ${spec%|*} --time $key_time --cpus $cpu_a,$cpu_b --csv   # column $(if [ "${spec#*|}" = 2 ]; then echo lat_us_median; else echo bw_MBps_mean; fi)"
+  done
+  for m in lat tbw wbw; do
+    spec=${key_ucx[$m]}; read -r t sz n w <<<"${spec%|*}"
+    echo "UCX_TLS=posix,cma,self taskset -c $cpu_b ucx_perftest -p PORT &"
+    echo "UCX_TLS=posix,cma,self taskset -c $cpu_a ucx_perftest -p PORT 127.0.0.1 -t $t -s $sz -n $n -w $w   # Final: $(if [ "${spec#*|}" = 3 ]; then echo '50.0%ile'; else echo 'overall MiB/s'; fi)"
+  done
+  echo '```'
+  echo
+  echo "</details>"
   echo
   echo "## Machine"
   echo
@@ -238,41 +421,71 @@ lib_line() { head -1 "$data/probe.$1" 2>/dev/null; }
     done
   done
   echo
+  echo "## Tagged latency over shm (µs, lower is better)"
+  echo
+  echo "weft-perf tagged_lat (fi_tsend/fi_trecv) vs ucx_perftest tag_lat: both tag matching."
+  echo
+  echo "| size | weft-perf weft | weft-perf libfabric | UCX sm | weft/libfabric | weft/UCX | libfabric/UCX |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|"
+  for s in $sizes; do
+    w=$(get wp_weft_shm_tag_lat "$s"); l=$(get wp_lf_shm_tag_lat "$s"); u=$(get ucx_sm_lat "$s")
+    echo "| $(human "$s") | ${w:--} | ${l:--} | ${u:--} | $(ratio "$w" "$l") | $(ratio "$w" "$u") | $(ratio "$l" "$u") |"
+  done
+  echo
+  echo "## Tagged bandwidth over shm (MB/s, higher is better)"
+  echo
+  echo "| size | weft-perf weft median | weft-perf libfabric median | weft-perf weft mean | weft-perf libfabric mean | UCX sm overall | weft/libfabric | weft/UCX | libfabric/UCX |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for s in $sizes; do
+    w=$(get wp_weft_shm_tag_bw "$s"); l=$(get wp_lf_shm_tag_bw "$s"); u=$(get ucx_sm_bw "$s")
+    wm=$(get wp_weft_shm_tag_bwmean "$s"); lm=$(get wp_lf_shm_tag_bwmean "$s")
+    echo "| $(human "$s") | ${w:--} | ${l:--} | ${wm:--} | ${lm:--} | ${u:--} | $(ratio "$w" "$l") | $(ratio "$wm" "$u") | $(ratio "$lm" "$u") |"
+  done
+  echo
   echo "![latency](lat.png)"
   echo
   echo "![bandwidth](bw.png)"
+  echo
+  echo "![tagged latency over shm](tag_lat.png)"
+  echo
+  echo "![tagged bandwidth over shm](tag_bw.png)"
 } >"$out/README.md"
 
 # ---------------------------------------------------------------- plots
 if which gnuplot >/dev/null; then
   term="pngcairo size 1000,650 font ',10'"
   gnuplot -e "set terminal pngcairo" -e "exit" 2>/dev/null || term="png size 1000,650"
-  plot_cmd() {  # suffix
-    local first=1 f title
-    for f in wp_weft_shm wp_lf_shm pp_lf_shm pp_weft_shm ucx_sm wp_weft_tcp wp_lf_tcp pp_lf_tcp ucx_tcp; do
-      [ -s "$data/${f}_$1.dat" ] || continue
+  plot_cmd() {  # suffix series...
+    local first=1 f title what=$1; shift
+    for f in "$@"; do
+      [ -s "$data/${f}_$what.dat" ] || continue
       case $f in
+        wp_weft_*_tag) title="weft-perf weft shm tagged";; wp_lf_*_tag) title="weft-perf libfabric shm tagged";;
         wp_weft_*) title="weft-perf weft ${f##*_}";; wp_lf_*) title="weft-perf libfabric ${f##*_}";;
         pp_lf_*) title="fi\\\\_pingpong libfabric ${f##*_}";; pp_weft_*) title="fi\\\\_pingpong weft ${f##*_}";;
         ucx_*) title="UCX ${f##*_}";;
       esac
-      if [ "$1" = bw ]; then
+      if [ "$what" = bw ]; then
         case $f in wp_*) title="$title (median)";; ucx_*) title="$title (overall)";; esac
       fi
       [ $first = 1 ] && printf 'plot ' || printf ', '
-      printf '"%s" using 1:2 with linespoints title "%s"' "$data/${f}_$1.dat" "$title"
+      printf '"%s" using 1:2 with linespoints title "%s"' "$data/${f}_$what.dat" "$title"
       first=0
     done
     echo
   }
-  for what in lat bw; do
-    cmd=$(plot_cmd $what)
+  all_series=(wp_weft_shm wp_lf_shm pp_lf_shm pp_weft_shm ucx_sm wp_weft_tcp wp_lf_tcp pp_lf_tcp ucx_tcp)
+  tag_series=(wp_weft_shm_tag wp_lf_shm_tag ucx_sm)
+  for png in lat bw tag_lat tag_bw; do
+    what=${png#tag_}
+    if [ "$png" = "$what" ]; then cmd=$(plot_cmd $what "${all_series[@]}"); tagged=""
+    else cmd=$(plot_cmd $what "${tag_series[@]}"); tagged="Tagged "; fi
     [ -n "$cmd" ] || continue
     if [ $what = lat ]; then ylabel="one-way latency (µs)"; key="top left"; else ylabel="bandwidth (MB/s)"; key="bottom right"; fi
-    gnuplot 2>>"$log" <<EOF || note "gnuplot failed for $what"
+    gnuplot 2>>"$log" <<EOF || note "gnuplot failed for $png"
 set terminal $term
-set output "$out/$what.png"
-set title "$(if [ $what = lat ]; then echo Latency; else echo Bandwidth; fi) vs message size ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1 | tr -d '"'), CPUs $cpu_a,$cpu_b)"
+set output "$out/$png.png"
+set title "$(if [ $what = lat ]; then echo ${tagged:+Tagged }latency; else echo ${tagged:+Tagged }bandwidth; fi | sed 's/^./\U&/')$([ -n "$tagged" ] && echo " over shm") vs message size ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1 | tr -d '"'), CPUs $cpu_a,$cpu_b)"
 set logscale x 2
 set logscale y 10
 set xtics ("1" 1, "16" 16, "256" 256, "4K" 4096, "64K" 65536, "1M" 1048576, "4M" 4194304)

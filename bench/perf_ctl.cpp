@@ -23,43 +23,37 @@ double now_s() {
 }
 
 #if defined(__x86_64__)
-namespace {
-struct tsc_clock {
-    double sec_per_tick = 0;  // 0: use CLOCK_MONOTONIC
-    tsc_clock() {
-        FILE* f = std::fopen("/proc/cpuinfo", "r");
-        if (!f) return;
-        char line[4096];
-        bool constant = false;
-        while (std::fgets(line, sizeof line, f))
-            if (std::strncmp(line, "flags", 5) == 0) {
-                constant = std::strstr(line, " constant_tsc") && std::strstr(line, " nonstop_tsc");
-                break;
-            }
-        std::fclose(f);
-        if (!constant) return;
-        double t0 = now_s();
-        unsigned long long c0 = __builtin_ia32_rdtsc();
-        while (now_s() - t0 < 0.02) {
-        }
-        double t1 = now_s();
-        unsigned long long c1 = __builtin_ia32_rdtsc();
-        if (c1 > c0) sec_per_tick = (t1 - t0) / double(c1 - c0);
-    }
-};
-const tsc_clock& tsc() {
-    static const tsc_clock c;
-    return c;
-}
-}  // namespace
+double g_sec_per_tick = 0;
 
-double sample_s() {
-    const tsc_clock& c = tsc();
-    if (c.sec_per_tick == 0) return now_s();
-    return double(__builtin_ia32_rdtsc()) * c.sec_per_tick;
+double sample_s_slow() {
+    if (g_sec_per_tick == 0) {
+        g_sec_per_tick = -1;
+        FILE* f = std::fopen("/proc/cpuinfo", "r");
+        bool constant = false;
+        if (f) {
+            char line[4096];
+            while (std::fgets(line, sizeof line, f))
+                if (std::strncmp(line, "flags", 5) == 0) {
+                    constant = std::strstr(line, " constant_tsc") && std::strstr(line, " nonstop_tsc");
+                    break;
+                }
+            std::fclose(f);
+        }
+        if (constant) {
+            double t0 = now_s();
+            unsigned long long c0 = __builtin_ia32_rdtsc();
+            while (now_s() - t0 < 0.02) {
+            }
+            double t1 = now_s();
+            unsigned long long c1 = __builtin_ia32_rdtsc();
+            if (c1 > c0) g_sec_per_tick = (t1 - t0) / double(c1 - c0);
+        }
+    }
+    if (g_sec_per_tick > 0) return double(__builtin_ia32_rdtsc()) * g_sec_per_tick;
+    return now_s();
 }
 #else
-double sample_s() { return now_s(); }
+double sample_s_slow() { return now_s(); }
 #endif
 
 static std::string errno_str(const char* what) {

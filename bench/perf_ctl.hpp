@@ -80,6 +80,18 @@ double now_s();
 // A cheaper clock for per-operation samples: the TSC where it is invariant
 // (x86_64 with constant_tsc), calibrated against CLOCK_MONOTONIC once;
 // elsewhere CLOCK_MONOTONIC. Seconds, arbitrary origin.
-double sample_s();
+// The first call calibrates (about 20 ms); call it once before timing.
+double sample_s_slow();
+#if defined(__x86_64__)
+extern double g_sec_per_tick;  // > 0: TSC usable; < 0: CLOCK_MONOTONIC; 0: not calibrated
+inline double sample_s() {
+    double k = g_sec_per_tick;
+    if (k > 0) [[likely]]
+        return double(__builtin_ia32_rdtsc()) * k;
+    return sample_s_slow();
+}
+#else
+inline double sample_s() { return now_s(); }
+#endif
 
 }  // namespace weft_perf

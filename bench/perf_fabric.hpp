@@ -95,11 +95,19 @@ private:
     // data path helpers
     int progress(bool may_block = false);
     template <class Done> void wait_for(Done done, const char* what);
+    int poll_one();
+    template <class Done> void spin_until(Done done, const char* what);
     void check_peer();
     void idle(idle_state& st, const char* what);
     [[gnu::cold, gnu::noinline]] void idle_check(idle_state& st, const char* what);
+    ssize_t try_send(uint8_t* buf, uint64_t len, fi_context2* ctx, bool ack, bool inj);
+    ssize_t try_recv(uint8_t* buf, uint64_t len, fi_context2* ctx, bool ack);
     void post_send(uint8_t* buf, uint64_t len, fi_context2* ctx, bool ack);
     void post_recv(uint8_t* buf, uint64_t len, fi_context2* ctx, bool ack);
+    [[gnu::cold, gnu::noinline]] void retry_send(uint8_t* buf, uint64_t len, fi_context2* ctx,
+                                                 bool ack, bool inj, ssize_t rc);
+    [[gnu::cold, gnu::noinline]] void retry_recv(uint8_t* buf, uint64_t len, fi_context2* ctx,
+                                                 bool ack, ssize_t rc);
     void post_rma(uint64_t slot, uint64_t size);
     void post_atomic(uint64_t slot, uint64_t count);
     [[gnu::cold]] void report_cq_error();
