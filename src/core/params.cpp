@@ -101,6 +101,8 @@ void params_init() {
                  "Log only these subsystems: core, fabric, domain, ep_ctrl, ep_data, av, cq, eq, mr, cntr");
     param_define("shm", "disable_cma", FI_PARAM_BOOL,
                  "Never use cross-memory attach; move large data through shared bounce buffers");
+    param_define("shm", "split_copy", FI_PARAM_BOOL,
+                 "Copy large messages with both processes at once (default 1)");
     param_define("shm", "inject_size", FI_PARAM_SIZE_T,
                  "Largest message copied through the receiver's queue (default 4096)");
     param_define("tcp", "iface", FI_PARAM_STRING, "Network interface to use (default: any)");

@@ -681,6 +681,57 @@ TEST_P(shm_mp, SendAfterSendOrder) {
   });
 }
 
+
+// Large messages are copied in two parts, by the receiver and the sender at
+// once; a sender that does not progress leaves its part to the receiver,
+// which must still complete (here while the sender sleeps), and a short
+// receive buffer truncates correctly.
+TEST_P(shm_mp, SplitCopyWithSilentSender) {
+  // Without CMA the data travels in cells the sender pushes: it must progress.
+  const bool cma = std::string(GetParam()) == "cma";
+  mp_run(2, [cma](mp_peer& p) {
+    const size_t size = (3u << 20) + 12345;
+    std::vector<unsigned char> buf(size);
+    fill(buf, 77);
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    if (p.rank == 0) {
+      p.barrier();  // the receiver has posted
+      ASSERT_EQ(fi_tsend(p.ep, buf.data(), size, nullptr, p.addr[1], 1, nullptr), 0);
+      usleep(300000);  // no progress here for a while
+      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+      p.barrier();
+      ASSERT_EQ(fi_tsend(p.ep, buf.data(), size, nullptr, p.addr[1], 2, nullptr), 0);
+      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+      p.barrier();
+    } else {
+      std::vector<unsigned char> in(size + 8, 0);
+      ASSERT_EQ(fi_trecv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), 0);
+      p.barrier();
+      timespec a, b;
+      clock_gettime(CLOCK_MONOTONIC, &a);
+      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+      clock_gettime(CLOCK_MONOTONIC, &b);
+      if (cma) {
+        EXPECT_LT((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000, 250)
+            << "the receive waited for the silent sender";
+      }
+      EXPECT_EQ(ce.len, size);
+      EXPECT_EQ(memcmp(in.data(), buf.data(), size), 0);
+      // Truncated: a buffer of 1 MiB + 5 for the 3 MiB message.
+      std::fill(in.begin(), in.end(), 0);
+      ASSERT_EQ(fi_trecv(p.ep, in.data(), (1u << 20) + 5, nullptr, FI_ADDR_UNSPEC, 2, 0, nullptr), 0);
+      p.barrier();
+      ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
+      EXPECT_EQ(err.err, FI_ETRUNC);
+      EXPECT_EQ(err.len, (1u << 20) + 5);
+      EXPECT_EQ(memcmp(in.data(), buf.data(), (1u << 20) + 5), 0);
+      EXPECT_EQ(in[(1u << 20) + 5], 0);
+      p.barrier();
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(mode, shm_mp, ::testing::Values("cma", "nocma"),
                          [](const auto& p) { return std::string(p.param); });
 

@@ -71,6 +71,7 @@ struct region_view {
   region_hdr* hdr() const noexcept { return reinterpret_cast<region_hdr*>(base); }
   queue_ctl* ctl() const noexcept { return reinterpret_cast<queue_ctl*>(base + sizeof(region_hdr)); }
   peer_slot* peers() const noexcept { return reinterpret_cast<peer_slot*>(base + region_peers_off); }
+  split_slot* splits() const noexcept { return reinterpret_cast<split_slot*>(base + region_split_off); }
   cell* cells() const noexcept { return reinterpret_cast<cell*>(base + region_queue_off); }
 };
 
@@ -201,6 +202,27 @@ struct unexpected {
   size_t filled = 0;
   bool claimed = false;        // FI_CLAIM'd by a peek
   void* claim_context = nullptr;
+};
+
+// A receive whose message is being copied in two parts (see split_slot).
+struct split_recv {
+  posted_recv recv;
+  iovec iov[iov_max];
+  size_t count;
+  void* buf;           // completion buf (multi-receive)
+  rndv_desc desc;      // where the sender's data is
+  uint64_t first;      // [0, first) pulled by us; [first, n) the split part
+  uint64_t n;          // bytes that land
+  uint64_t size;       // the message's size
+  uint32_t slot;       // split slot in our region
+  uint32_t gen;
+  uint32_t src_slot;   // the sender's peer slot
+  uint64_t id;         // the sender's request id
+  uint64_t cq_flags;
+  uint64_t tag, data;
+  fi_addr_t src;
+  uint64_t armed_at_us;
+  int err;             // from our own part
 };
 
 // A receive in progress: large message matched, fragments still arriving.

@@ -5,6 +5,7 @@
 
 #include "core/info.hpp"
 #include "core/log.hpp"
+#include "core/params.hpp"
 #include "prov/shm/shm_ep.hpp"
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
@@ -187,6 +188,7 @@ int enable(ep& e) {
   if (rx && !e.rx_cq && !e.cntr_recv) return -FI_ENOCQ;
   shm_domain& sd = shm_domain::of(*e.dom);
   e.cma = cma_usable();
+  e.split_enabled = e.cma && param_bool("shm", "split_copy").value_or(true);
   e.region.create(region_file(e.name), region_size);
   region_init(e.region.base(), e.name, sd.file, e.cma);
   e.me = region_view{e.region.base()};

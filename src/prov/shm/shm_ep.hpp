@@ -101,6 +101,10 @@ struct ep {
   rx_queues own_rx;
   rx_queues* rx = &own_rx;  // own_rx, or a shared receive context's (fi_srx_context)
   std::list<assembly> assemblies;
+  std::list<split_recv> splits;      // large receives copied in two parts
+  uint64_t split_busy = 0;           // bitmap of split slots in use (split_slots = 64)
+  uint32_t split_gen[split_slots] = {};
+  bool split_enabled = true;         // FI_SHM_SPLIT_COPY=0 turns it off
 
   std::unordered_map<uint64_t, std::unique_ptr<request>> pending;  // by id
   std::list<request*> outgoing;  // requests with cells still to push, in order
@@ -242,6 +246,12 @@ int query_atomic(domain& dom, fi_datatype dt, fi_op op, fi_atomic_attr* attr, ui
 size_t iov_total(const iovec* iov, size_t count) noexcept;
 size_t iov_copy_to(const iovec* iov, size_t count, size_t offset, const void* src, size_t len) noexcept;
 size_t iov_copy_from(const iovec* iov, size_t count, size_t offset, void* dst, size_t len) noexcept;
+
+inline uint64_t now_us() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000 + static_cast<uint64_t>(ts.tv_nsec) / 1000;
+}
 
 inline uint64_t now_ms() noexcept {
   timespec ts;

@@ -120,6 +120,8 @@ ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint
       d.iov[i].len = iov[i].iov_len;
     }
     memcpy(c->payload, &d, sizeof d);
+    for (size_t i = 0; i < count; ++i) r->iov[i] = iov[i];  // for a split copy (op::cts)
+    r->iov_count = count;
     c->h.opcode = op::rndv;
     c->h.len = sizeof d;
     c->h.flags = cflags | flag_want_ack;

@@ -1,6 +1,8 @@
 // prov/shm: peers, completions, and progress — draining our receive queue.
 #include <unistd.h>
 
+#include <bit>
+
 #include <cstring>
 
 #include "core/log.hpp"
@@ -441,14 +443,181 @@ int pull(const rndv_desc& d, const iovec* iov, size_t count, size_t len) {
   return 0;
 }
 
+// Moves `len` bytes between a local and a remote iov list with CMA, starting
+// at byte `off` of both (the same message offset on each side). Returns 0
+// or a positive FI_E* code.
+int cma_span(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc, size_t off,
+             size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    iovec l2[iov_max], r2[iov_max];
+    size_t l2c = 0, r2c = 0;
+    auto cut = [](const iovec* v, size_t c, size_t skip, size_t want, iovec* out, size_t& oc) {
+      for (size_t i = 0; i < c && want; ++i) {
+        if (skip >= v[i].iov_len) {
+          skip -= v[i].iov_len;
+          continue;
+        }
+        size_t n = std::min(v[i].iov_len - skip, want);
+        out[oc++] = {static_cast<char*>(v[i].iov_base) + skip, n};
+        want -= n;
+        skip = 0;
+      }
+    };
+    cut(local, lc, off + done, len - done, l2, l2c);
+    cut(remote, rc, off + done, len - done, r2, r2c);
+    if (!l2c || !r2c) return FI_EINVAL;
+    ssize_t n = write ? process_vm_writev(pid, l2, l2c, r2, r2c, 0) : process_vm_readv(pid, l2, l2c, r2, r2c, 0);
+    if (n <= 0) return errno == ESRCH ? FI_EIO : FI_EACCES;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+iovec* desc_iov(const rndv_desc& d, iovec* out, size_t* count) {
+  size_t rc = std::min<size_t>(d.iov_count, iov_max);
+  for (size_t i = 0; i < rc; ++i) out[i] = {reinterpret_cast<void*>(d.iov[i].base), d.iov[i].len};
+  *count = rc;
+  return out;
+}
+
+void finish_split(ep& e, split_recv& s, int err) {
+  e.split_busy &= ~(uint64_t{1} << s.slot);
+  send_ack(e, s.src_slot, s.id, err);
+  if (err)
+    rx_fail(e, s.recv, s.cq_flags, err, 0, 0, s.data, s.tag, s.src);
+  else if (s.n < s.size)
+    rx_fail(e, s.recv, s.cq_flags, FI_ETRUNC, s.n, s.size - s.n, s.data, s.tag, s.src);
+  else
+    rx_done(e, s.recv, s.cq_flags, s.n, s.buf, s.data, s.tag, s.src);
+}
+
+// How long the receiver leaves the second part to a sender that has not
+// started on it: past this, it copies the part itself.
+constexpr uint64_t split_patience_us = 200;
+
+void poll_splits(ep& e) {
+  for (auto it = e.splits.begin(); it != e.splits.end();) {
+    split_recv& s = *it;
+    std::atomic<uint32_t>& word = e.me.splits()[s.slot].word;
+    uint32_t w = word.load(std::memory_order_acquire);
+    uint32_t st = w & 7;
+    bool mine = false, done = false;
+    if (st == split_done) {
+      done = true;
+    } else if (st == split_failed) {
+      mine = true;
+    } else if (st == split_armed && now_us() - s.armed_at_us > split_patience_us) {
+      uint32_t expect = split_word(s.gen, split_armed);
+      mine = word.compare_exchange_strong(expect, split_word(s.gen, split_receiver), std::memory_order_acq_rel);
+      if (!mine) {
+        ++it;
+        continue;  // the sender took it just now
+      }
+    } else if (st == split_sender) {
+      peer_slot& ps = e.me.peers()[s.src_slot];
+      if (!pid_alive(ps.pid)) {  // died while copying: the part may be torn
+        finish_split(e, s, FI_EIO);
+        it = e.splits.erase(it);
+        continue;
+      }
+    }
+    if (mine) {
+      iovec remote[iov_max];
+      size_t rc;
+      desc_iov(s.desc, remote, &rc);
+      int err = s.err ? s.err : cma_span(false, s.desc.pid, s.iov, s.count, remote, rc, s.first, s.n - s.first);
+      finish_split(e, s, err);
+      it = e.splits.erase(it);
+    } else if (done) {
+      finish_split(e, s, s.err);
+      it = e.splits.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Sender side of a split copy: push the part the receiver asked for.
+void handle_cts(ep& e, cell* c) {
+  const cell_hdr& h = c->h;
+  cts_desc d;
+  memcpy(&d, c->payload, sizeof d);
+  auto it = e.pending.find(h.id);
+  if (it == e.pending.end() || d.slot >= split_slots || d.iov_count > iov_max) return;
+  request* r = it->second.get();
+  peer* p = r->to;
+  if (!p || r->kind != req_kind::send || d.offset > r->len || d.len > r->len - d.offset) return;
+  std::atomic<uint32_t>& word = p->view().splits()[d.slot].word;
+  uint32_t expect = split_word(d.gen, split_armed);
+  if (!word.compare_exchange_strong(expect, split_word(d.gen, split_sender), std::memory_order_acq_rel))
+    return;  // the receiver took it back
+  iovec remote[iov_max];
+  for (size_t i = 0; i < d.iov_count; ++i) remote[i] = {reinterpret_cast<void*>(d.iov[i].base), d.iov[i].len};
+  int err = cma_span(true, d.pid, r->iov, r->iov_count, remote, d.iov_count, d.offset, d.len);
+  word.store(split_word(d.gen, err ? split_failed : split_done), std::memory_order_release);
+}
+
 void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::iterator it, bool tagged,
                   const rndv_desc& d, uint64_t size, uint32_t cflags, uint64_t tag, uint64_t cq_data,
                   fi_addr_t src, uint32_t slot, uint64_t id) {
   posted_recv r = *it;
   landing l = landing_of(r);
   size_t n = std::min<uint64_t>(size, l.room);
-  int ret = pull(d, l.iov, l.count, n);
   uint64_t flags = recv_flags(tagged, cflags);
+  uint64_t first = (n / 2) & ~uint64_t{4095};
+  peer* from = nullptr;
+  if (e.split_enabled && n >= split_min && first && e.split_busy != ~uint64_t{0} &&
+      (from = sender_of(e, slot)) && from->cma) {
+    // Split: ask the sender for [first, n), pull [0, first) meanwhile.
+    uint32_t s = static_cast<uint32_t>(std::countr_one(e.split_busy));
+    uint32_t gen = (++e.split_gen[s]) & 0x1fffffff;
+    if (!gen) gen = e.split_gen[s] = 1;
+    e.me.splits()[s].word.store(split_word(gen, split_armed), std::memory_order_release);
+    cts_desc cd{};
+    cd.slot = s;
+    cd.gen = gen;
+    cd.pid = self_pid();
+    cd.iov_count = static_cast<uint32_t>(l.count);
+    cd.offset = first;
+    cd.len = n - first;
+    for (size_t i = 0; i < l.count; ++i) {
+      cd.iov[i].base = reinterpret_cast<uint64_t>(l.iov[i].iov_base);
+      cd.iov[i].len = l.iov[i].iov_len;
+    }
+    hdr_fields h{};
+    h.opcode = op::cts;
+    h.id = id;
+    send_cell(e, *from, h, &cd, sizeof cd);
+    e.split_busy |= uint64_t{1} << s;
+    split_recv sr{};
+    sr.recv = r;
+    memcpy(sr.iov, l.iov, sizeof sr.iov);
+    sr.count = l.count;
+    sr.buf = l.buf;
+    sr.desc = d;
+    sr.first = first;
+    sr.n = n;
+    sr.size = size;
+    sr.slot = s;
+    sr.gen = gen;
+    sr.src_slot = slot;
+    sr.id = id;
+    sr.tag = tag;
+    sr.data = cq_data;
+    sr.src = src;
+    retire(e, list, it, n, &flags);
+    sr.cq_flags = flags;
+    iovec remote[iov_max];
+    size_t rc;
+    desc_iov(d, remote, &rc);
+    sr.err = cma_span(false, d.pid, l.iov, l.count, remote, rc, 0, first);
+    sr.armed_at_us = now_us();
+    e.splits.push_back(sr);
+    poll_splits(e);
+    return;
+  }
+  int ret = pull(d, l.iov, l.count, n);
   retire(e, list, it, n, &flags);
   send_ack(e, slot, id, ret ? -ret : 0);
   if (ret)
@@ -473,6 +642,8 @@ void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::i
     }
     case op::frag:
       return h.len <= inject_max;
+    case op::cts:
+      return h.len == sizeof(cts_desc);
     case op::write:
     case op::read_req:
     case op::notify:
@@ -792,11 +963,16 @@ void progress(ep& e) noexcept {
         case op::atomic_resp:
           handle_atomic_cell(e, c);
           break;
+        case op::cts:
+          handle_cts(e, c);
+          break;
         default:
           break;  // nop, or an opcode from a newer peer: dropped
       }
       e.unreleased++;
     }
+    if (!e.splits.empty()) [[unlikely]]
+      poll_splits(e);
     // Periodic checks (peers that died, cells abandoned by dead producers):
     // paced so the polling path stays a few loads.
     if ((++e.polls & 255) == 0 || !e.pending.empty() || !e.assemblies.empty()) {

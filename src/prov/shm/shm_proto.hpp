@@ -33,7 +33,7 @@ namespace weft::shm {
 inline constexpr size_t cacheline = 64;
 inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
-inline constexpr uint32_t proto_version = 1;
+inline constexpr uint32_t proto_version = 2;
 
 inline constexpr size_t name_max = 64;          // an endpoint name, NUL included
 inline constexpr size_t inject_max = 4096;      // payload bytes in one cell
@@ -60,6 +60,7 @@ enum class op : uint8_t {
   notify = 8,     // remote side of a CMA RMA write: remote CQ data / counters
   atomic = 9,     // atomic request: atomic_desc + operands
   atomic_resp = 10,  // atomic result for `id`: err in `data`, fetched values inline
+  cts = 11,       // receiver -> sender of rndv `id`: push a part of the message (cts_desc)
   max_op
 };
 
@@ -126,6 +127,43 @@ struct rndv_desc {
 };
 static_assert(std::is_standard_layout_v<rndv_desc> && sizeof(rndv_desc) == 80);
 
+// Split copy of a large message: once a receive matched an op::rndv, the
+// receiver pulls the first part of the data while the sender pushes the rest
+// into the receive buffer, both with CMA: two cores copy at once. Ownership
+// of the second part is decided by one CAS on a slot in the receiver's
+// region, so exactly one side copies it (the receiver takes it back if the
+// sender does not answer in time).
+inline constexpr uint32_t split_slots = 64;
+inline constexpr size_t split_min = 256 * 1024;  // smaller messages: one pull
+enum split_state : uint32_t {
+  split_armed = 0,     // waiting for the sender
+  split_sender = 1,    // the sender is copying
+  split_receiver = 2,  // the receiver copies it itself
+  split_done = 3,      // the sender copied it
+  split_failed = 4,    // the sender could not: the receiver copies it
+};
+struct split_slot {
+  std::atomic<uint32_t> word;  // generation << 3 | split_state
+  uint32_t reserved[15];
+};
+static_assert(sizeof(split_slot) == cacheline);
+inline constexpr uint32_t split_word(uint32_t gen, split_state st) { return gen << 3 | st; }
+
+// Payload of op::cts.
+struct cts_desc {
+  uint32_t slot;
+  uint32_t gen;
+  int32_t pid;       // the receiver
+  uint32_t iov_count;
+  uint64_t offset;   // the part the sender pushes: [offset, offset + len) of the message
+  uint64_t len;
+  struct {
+    uint64_t base;
+    uint64_t len;
+  } iov[iov_max];    // the whole receive buffer
+};
+static_assert(std::is_standard_layout_v<cts_desc> && sizeof(cts_desc) == 96);
+
 // Leading payload of op::write / op::read_req / op::notify and op::atomic.
 struct rma_desc {
   uint64_t addr;  // target address (as the target's registration names it)
@@ -177,7 +215,8 @@ struct peer_slot {
 static_assert(sizeof(peer_slot) == name_max + 16);
 
 inline constexpr size_t region_peers_off = sizeof(region_hdr) + sizeof(queue_ctl);
-inline constexpr size_t region_queue_off = region_peers_off + peer_slots * sizeof(peer_slot);
+inline constexpr size_t region_split_off = region_peers_off + peer_slots * sizeof(peer_slot);
+inline constexpr size_t region_queue_off = region_split_off + split_slots * sizeof(split_slot);
 inline constexpr size_t region_size = region_queue_off + size_t{queue_cells} * sizeof(cell);
 static_assert(region_peers_off % cacheline == 0 && region_queue_off % cacheline == 0);
 
