@@ -105,9 +105,6 @@ void params_init() {
                  "Copy large messages with both processes at once (default 1)");
     param_define("shm", "inject_size", FI_PARAM_SIZE_T,
                  "Largest message copied through the receiver's queue (default 4096)");
-    param_define("tcp", "iface", FI_PARAM_STRING, "Network interface to use (default: any)");
-    param_define("tcp", "port_low_range", FI_PARAM_INT, "Lowest port for passive endpoints");
-    param_define("tcp", "port_high_range", FI_PARAM_INT, "Highest port for passive endpoints");
   });
 }
 

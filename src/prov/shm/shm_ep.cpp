@@ -391,6 +391,8 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_
     if (info->tx_attr->inject_size) e->inject_size = info->tx_attr->inject_size;
   }
   if (info->rx_attr) e->rx_op_flags = info->rx_attr->op_flags;
+  if (auto v = param_int("shm", "inject_size"); v && *v >= 0)
+    e->inject_size = std::min<size_t>(static_cast<size_t>(*v), inject_max);
   e->name = std::move(name);
   for (auto& s : e->src_cache) s = FI_ADDR_NOTAVAIL;
   // FI_THREAD_DOMAIN / FI_THREAD_COMPLETION: the application serialises
