@@ -85,6 +85,10 @@ TEST_P(shm_mp, UnexpectedSourceAndTruncation) {
       ASSERT_EQ(p.wait_cq(&ce), 1);  // completes when the receiver took it
       ASSERT_EQ(fi_senddata(p.ep, small.data(), 10, nullptr, 0xabcdef, p.addr[0], nullptr), 0);
       ASSERT_EQ(p.wait_cq(&ce), 1);
+      std::vector<unsigned char> huge(3u << 20);  // beyond the eager limit: pulled when received
+      fill(huge, 3);
+      ASSERT_EQ(fi_send(p.ep, huge.data(), huge.size(), nullptr, p.addr[0], nullptr), 0);
+      ASSERT_EQ(p.wait_cq(&ce), 1);
       p.barrier();
     } else {
       usleep(100000);  // let everything arrive unexpected
@@ -107,6 +111,13 @@ TEST_P(shm_mp, UnexpectedSourceAndTruncation) {
       ASSERT_EQ(p.wait_cq(&ce), 1);
       EXPECT_TRUE(ce.flags & FI_REMOTE_CQ_DATA);
       EXPECT_EQ(ce.data, 0xabcdefu);
+      usleep(50000);
+      std::vector<unsigned char> huge_in(3u << 20), expect(3u << 20);
+      fill(expect, 3);
+      ASSERT_EQ(fi_recv(p.ep, huge_in.data(), huge_in.size(), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+      ASSERT_EQ(p.wait_cq(&ce), 1);
+      EXPECT_EQ(ce.len, huge_in.size());
+      EXPECT_EQ(huge_in, expect);
       p.barrier();
     }
   });

@@ -111,7 +111,9 @@ ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint
   c->h.data = data;
   c->h.size = len;
   c->h.id = r->id;
-  if (p->cma) {
+  // Medium messages go as eager fragments through the queue (two memcpy, no
+  // system call); beyond eager_max the receiver pulls them with CMA.
+  if (p->cma && len > eager_max) {
     rndv_desc d{};
     d.pid = self_pid();
     d.iov_count = static_cast<uint32_t>(count);
