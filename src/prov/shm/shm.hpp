@@ -241,4 +241,12 @@ struct assembly {
 
 int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context);
 
+// Cross-memory attach: moves `len` bytes between a local and a remote iov
+// list, starting `off` bytes into both. Returns 0 or a positive FI_E* code
+// (FI_EIO: the process is gone; FI_EACCES: refused or not mapped).
+int cma_copy(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc, size_t off,
+             size_t len) noexcept;
+// Pulls [off, off + len) of a rendezvous message into iov. As cma_copy.
+int pull_desc(const rndv_desc& d, const iovec* iov, size_t count, size_t off, size_t len) noexcept;
+
 }  // namespace weft::shm

@@ -160,39 +160,6 @@ bool ux_matches(ep& poster, const posted_recv& r, const unexpected& u) {
   return src != FI_ADDR_NOTAVAIL && e.av->index(src) == e.av->index(r.src);
 }
 
-int pull_into(const rndv_desc& d, const iovec* iov, size_t count, size_t len) {
-  size_t done = 0;
-  iovec remote[iov_max];
-  size_t rc = std::min<size_t>(d.iov_count, iov_max);
-  for (size_t i = 0; i < rc; ++i) remote[i] = {reinterpret_cast<void*>(d.iov[i].base), d.iov[i].len};
-  while (done < len) {
-    iovec l2[iov_max], r2[iov_max];
-    size_t l2c = 0, r2c = 0, skip = done, left = len - done;
-    for (size_t i = 0; i < count && left; ++i) {
-      if (skip >= iov[i].iov_len) {
-        skip -= iov[i].iov_len;
-        continue;
-      }
-      size_t n = std::min(iov[i].iov_len - skip, left);
-      l2[l2c++] = {static_cast<char*>(iov[i].iov_base) + skip, n};
-      left -= n;
-      skip = 0;
-    }
-    skip = done;
-    for (size_t i = 0; i < rc; ++i) {
-      if (skip >= remote[i].iov_len) {
-        skip -= remote[i].iov_len;
-        continue;
-      }
-      r2[r2c++] = {static_cast<char*>(remote[i].iov_base) + skip, remote[i].iov_len - skip};
-      skip = 0;
-    }
-    ssize_t n = process_vm_readv(d.pid, l2, l2c, r2, r2c, 0);
-    if (n <= 0) return errno == ESRCH ? -FI_EIO : -FI_EACCES;
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
 
 void ack_to(ep& e, uint32_t slot, uint64_t id, int err) {
   peer* p = sender_of(e, slot);
@@ -231,8 +198,8 @@ size_t deliver_unexpected(ep& poster, posted_recv& r, unexpected& u, bool discar
   size_t n = discard ? 0 : std::min<uint64_t>(u.size, room);
   int err = 0;
   if (u.rndv) {
-    if (n) err = pull_into(u.desc, iov, count, n);
-    ack_to(e, u.src_slot, u.id, err ? -err : 0);
+    if (n) err = pull_desc(u.desc, iov, count, 0, n);
+    ack_to(e, u.src_slot, u.id, err);
   } else {
     if (n) iov_copy_to(iov, count, 0, u.bytes.data(), n);
     if (u.flags & flag_want_ack) ack_to(e, u.src_slot, u.id, 0);
@@ -242,7 +209,7 @@ size_t deliver_unexpected(ep& poster, posted_recv& r, unexpected& u, bool discar
     if (r.iov[0].iov_len - r.multi_off < e.min_multi_recv) cq_flags |= FI_MULTI_RECV;
   }
   if (err)
-    rx_fail(e, r, cq_flags, -err, 0, 0, u.data, u.tag, src);
+    rx_fail(e, r, cq_flags, err, 0, 0, u.data, u.tag, src);
   else if (!discard && n < u.size)
     rx_fail(e, r, cq_flags, FI_ETRUNC, n, u.size - n, u.data, u.tag, src);
   else

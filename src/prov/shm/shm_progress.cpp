@@ -395,91 +395,6 @@ void deliver_bytes(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::
     rx_done(e, r, flags, n, l.buf, cq_data, tag, src);
 }
 
-// Pulls a large message with CMA into the receive; returns 0 or -FI_E*.
-int pull(const rndv_desc& d, const iovec* iov, size_t count, size_t len) {
-  iovec remote[iov_max];
-  size_t rc = std::min<size_t>(d.iov_count, iov_max);
-  for (size_t i = 0; i < rc; ++i) {
-    remote[i].iov_base = reinterpret_cast<void*>(d.iov[i].base);
-    remote[i].iov_len = d.iov[i].len;
-  }
-  // Trim the local side to len.
-  iovec local[iov_max];
-  size_t lc = 0, left = len;
-  for (size_t i = 0; i < count && left; ++i) {
-    local[lc] = iov[i];
-    local[lc].iov_len = std::min(local[lc].iov_len, left);
-    left -= local[lc].iov_len;
-    ++lc;
-  }
-  size_t done = 0;
-  while (done < len) {
-    // process_vm_readv may move less than asked: continue where it stopped.
-    iovec l2[iov_max], r2[iov_max];
-    size_t l2c = 0, r2c = 0, skip = done;
-    for (size_t i = 0; i < lc; ++i) {
-      if (skip >= local[i].iov_len) {
-        skip -= local[i].iov_len;
-        continue;
-      }
-      l2[l2c].iov_base = static_cast<char*>(local[i].iov_base) + skip;
-      l2[l2c++].iov_len = local[i].iov_len - skip;
-      skip = 0;
-    }
-    skip = done;
-    for (size_t i = 0; i < rc; ++i) {
-      if (skip >= remote[i].iov_len) {
-        skip -= remote[i].iov_len;
-        continue;
-      }
-      r2[r2c].iov_base = static_cast<char*>(remote[i].iov_base) + skip;
-      r2[r2c++].iov_len = remote[i].iov_len - skip;
-      skip = 0;
-    }
-    ssize_t n = process_vm_readv(d.pid, l2, l2c, r2, r2c, 0);
-    if (n <= 0) return errno == ESRCH ? -FI_EIO : -FI_EACCES;
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-// Moves `len` bytes between a local and a remote iov list with CMA, starting
-// at byte `off` of both (the same message offset on each side). Returns 0
-// or a positive FI_E* code.
-int cma_span(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc, size_t off,
-             size_t len) {
-  size_t done = 0;
-  while (done < len) {
-    iovec l2[iov_max], r2[iov_max];
-    size_t l2c = 0, r2c = 0;
-    auto cut = [](const iovec* v, size_t c, size_t skip, size_t want, iovec* out, size_t& oc) {
-      for (size_t i = 0; i < c && want; ++i) {
-        if (skip >= v[i].iov_len) {
-          skip -= v[i].iov_len;
-          continue;
-        }
-        size_t n = std::min(v[i].iov_len - skip, want);
-        out[oc++] = {static_cast<char*>(v[i].iov_base) + skip, n};
-        want -= n;
-        skip = 0;
-      }
-    };
-    cut(local, lc, off + done, len - done, l2, l2c);
-    cut(remote, rc, off + done, len - done, r2, r2c);
-    if (!l2c || !r2c) return FI_EINVAL;
-    ssize_t n = write ? process_vm_writev(pid, l2, l2c, r2, r2c, 0) : process_vm_readv(pid, l2, l2c, r2, r2c, 0);
-    if (n <= 0) return errno == ESRCH ? FI_EIO : FI_EACCES;
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-iovec* desc_iov(const rndv_desc& d, iovec* out, size_t* count) {
-  size_t rc = std::min<size_t>(d.iov_count, iov_max);
-  for (size_t i = 0; i < rc; ++i) out[i] = {reinterpret_cast<void*>(d.iov[i].base), d.iov[i].len};
-  *count = rc;
-  return out;
-}
 
 void finish_split(ep& e, split_recv& s, int err) {
   e.split_busy &= ~(uint64_t{1} << s.slot);
@@ -523,10 +438,7 @@ void poll_splits(ep& e) {
       }
     }
     if (mine) {
-      iovec remote[iov_max];
-      size_t rc;
-      desc_iov(s.desc, remote, &rc);
-      int err = s.err ? s.err : cma_span(false, s.desc.pid, s.iov, s.count, remote, rc, s.first, s.n - s.first);
+      int err = s.err ? s.err : pull_desc(s.desc, s.iov, s.count, s.first, s.n - s.first);
       finish_split(e, s, err);
       it = e.splits.erase(it);
     } else if (done) {
@@ -554,7 +466,7 @@ void handle_cts(ep& e, cell* c) {
     return;  // the receiver took it back
   iovec remote[iov_max];
   for (size_t i = 0; i < d.iov_count; ++i) remote[i] = {reinterpret_cast<void*>(d.iov[i].base), d.iov[i].len};
-  int err = cma_span(true, d.pid, r->iov, r->iov_count, remote, d.iov_count, d.offset, d.len);
+  int err = cma_copy(true, d.pid, r->iov, r->iov_count, remote, d.iov_count, d.offset, d.len);
   word.store(split_word(d.gen, err ? split_failed : split_done), std::memory_order_release);
 }
 
@@ -608,20 +520,17 @@ void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::i
     sr.src = src;
     retire(e, list, it, n, &flags);
     sr.cq_flags = flags;
-    iovec remote[iov_max];
-    size_t rc;
-    desc_iov(d, remote, &rc);
-    sr.err = cma_span(false, d.pid, l.iov, l.count, remote, rc, 0, first);
+    sr.err = pull_desc(d, l.iov, l.count, 0, first);
     sr.armed_at_us = now_us();
     e.splits.push_back(sr);
     poll_splits(e);
     return;
   }
-  int ret = pull(d, l.iov, l.count, n);
+  int err = pull_desc(d, l.iov, l.count, 0, n);
   retire(e, list, it, n, &flags);
-  send_ack(e, slot, id, ret ? -ret : 0);
-  if (ret)
-    rx_fail(e, r, flags, -ret, 0, 0, cq_data, tag, src);
+  send_ack(e, slot, id, err);
+  if (err)
+    rx_fail(e, r, flags, err, 0, 0, cq_data, tag, src);
   else if (n < size)
     rx_fail(e, r, flags, FI_ETRUNC, n, size - n, cq_data, tag, src);
   else

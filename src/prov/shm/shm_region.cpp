@@ -388,4 +388,42 @@ bool lookup_mr(const unsigned char* base, uint64_t key, mr_entry* out) noexcept 
   return false;
 }
 
+// ------------------------------------------------------------------ cross-memory attach
+int cma_copy(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc, size_t off,
+             size_t len) noexcept {
+  // Both lists are cut to [off + done, off + len): process_vm_* may move
+  // less than asked, and then the copy resumes where it stopped.
+  auto cut = [](const iovec* v, size_t c, size_t skip, size_t want, iovec* out, size_t& oc) {
+    for (size_t i = 0; i < c && want && oc < iov_max * mr_iov_max; ++i) {
+      if (skip >= v[i].iov_len) {
+        skip -= v[i].iov_len;
+        continue;
+      }
+      size_t n = std::min(v[i].iov_len - skip, want);
+      out[oc++] = {static_cast<char*>(v[i].iov_base) + skip, n};
+      want -= n;
+      skip = 0;
+    }
+  };
+  size_t done = 0;
+  while (done < len) {
+    iovec l2[iov_max * mr_iov_max], r2[iov_max * mr_iov_max];
+    size_t l2c = 0, r2c = 0;
+    cut(local, lc, off + done, len - done, l2, l2c);
+    cut(remote, rc, off + done, len - done, r2, r2c);
+    if (!l2c || !r2c) return FI_EINVAL;
+    ssize_t n = write ? process_vm_writev(pid, l2, l2c, r2, r2c, 0) : process_vm_readv(pid, l2, l2c, r2, r2c, 0);
+    if (n <= 0) return errno == ESRCH ? FI_EIO : FI_EACCES;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+int pull_desc(const rndv_desc& d, const iovec* iov, size_t count, size_t off, size_t len) noexcept {
+  iovec remote[iov_max];
+  size_t rc = std::min<size_t>(d.iov_count, iov_max);
+  for (size_t i = 0; i < rc; ++i) remote[i] = {reinterpret_cast<void*>(d.iov[i].base), d.iov[i].len};
+  return cma_copy(false, d.pid, iov, count, remote, rc, off, len);
+}
+
 }  // namespace weft::shm

@@ -56,36 +56,6 @@ int resolve_remote(peer& p, const fi_rma_iov* riov, size_t rcount, uint64_t acce
   return 0;
 }
 
-// Moves len bytes between local and remote iovs with CMA, resuming after
-// partial transfers. Returns 0 or a positive FI_E* code.
-int cma_move(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc, size_t len) {
-  size_t done = 0;
-  while (done < len) {
-    iovec l2[iov_max], r2[iov_max * mr_iov_max];
-    size_t l2c = 0, r2c = 0, skip = done;
-    for (size_t i = 0; i < lc; ++i) {
-      if (skip >= local[i].iov_len) {
-        skip -= local[i].iov_len;
-        continue;
-      }
-      l2[l2c++] = {static_cast<char*>(local[i].iov_base) + skip, local[i].iov_len - skip};
-      skip = 0;
-    }
-    skip = done;
-    for (size_t i = 0; i < rc; ++i) {
-      if (skip >= remote[i].iov_len) {
-        skip -= remote[i].iov_len;
-        continue;
-      }
-      r2[r2c++] = {static_cast<char*>(remote[i].iov_base) + skip, remote[i].iov_len - skip};
-      skip = 0;
-    }
-    ssize_t n = write ? process_vm_writev(pid, l2, l2c, r2, r2c, 0) : process_vm_readv(pid, l2, l2c, r2, r2c, 0);
-    if (n <= 0) return errno == ESRCH ? FI_EIO : FI_EACCES;
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
 
 ssize_t rma_generic(ep& e, bool write, const iovec* iov, size_t count, fi_addr_t addr, const fi_rma_iov* riov,
                     size_t rcount, uint64_t data, void* context, uint64_t flags) noexcept {
@@ -115,7 +85,7 @@ ssize_t rma_generic(ep& e, bool write, const iovec* iov, size_t count, fi_addr_t
   }
   bool target_events = p->view().hdr()->rma_events.load(std::memory_order_acquire);
   if (p->cma) {
-    if (int err = cma_move(write, p->pid, iov, count, remote, nremote, len)) {
+    if (int err = cma_copy(write, p->pid, iov, count, remote, nremote, 0, len)) {
       tx_fail(e, context, cq_flags, flags, err, 0);
       return 0;
     }
