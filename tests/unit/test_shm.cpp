@@ -743,6 +743,80 @@ TEST_P(shm_mp, SplitCopyWithSilentSender) {
   });
 }
 
+
+// Vector forms: readv/writev with several local iovs, writemsg/readmsg with
+// several remote iovs, remote read counters, an atomic on several elements,
+// the explicit completion-level flags.
+TEST_P(shm_mp, VectorRmaAndAtomics) {
+  weft_test::mp_options opt;
+  opt.counters = true;
+  mp_run(2, [](mp_peer& p) {
+    std::vector<uint64_t> target(4096, 0);
+    fid_mr* mr = nullptr;
+    ASSERT_EQ(fi_mr_reg(p.domain, target.data(), target.size() * 8, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 1, 0, &mr,
+                        nullptr), 0);
+    uint64_t mine[2] = {reinterpret_cast<uint64_t>(target.data()), fi_mr_key(mr)}, theirs[2];
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    ASSERT_EQ(fi_recv(p.ep, theirs, sizeof theirs, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    ASSERT_EQ(fi_send(p.ep, mine, sizeof mine, nullptr, p.addr[1 - p.rank], nullptr), 0);
+    ASSERT_EQ(p.wait_cq(&ce), 1);
+    ASSERT_EQ(p.wait_cq(&ce), 1);
+    p.barrier();
+    if (p.rank == 0) {
+      // writemsg: 3 local pieces -> 2 remote ranges.
+      uint64_t a[100], b[200], c[50];
+      for (int i = 0; i < 100; ++i) a[i] = 1000 + i;
+      for (int i = 0; i < 200; ++i) b[i] = 2000 + i;
+      for (int i = 0; i < 50; ++i) c[i] = 3000 + i;
+      iovec iov[3] = {{a, sizeof a}, {b, sizeof b}, {c, sizeof c}};
+      fi_rma_iov riov[2] = {{theirs[0] + 8 * 10, 8 * 150, theirs[1]}, {theirs[0] + 8 * 1000, 8 * 200, theirs[1]}};
+      fi_msg_rma m{iov, nullptr, 3, p.addr[1], riov, 2, &m, 0};
+      ASSERT_EQ(fi_writemsg(p.ep, &m, FI_COMPLETION | FI_TRANSMIT_COMPLETE), 0);
+      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+      // readv back into 2 local pieces from one remote range.
+      uint64_t x[60], y[90];
+      iovec riv[2] = {{x, sizeof x}, {y, sizeof y}};
+      ASSERT_EQ(fi_readv(p.ep, riv, nullptr, 2, p.addr[1], theirs[0] + 8 * 10, theirs[1], nullptr), 0);
+      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+      for (int i = 0; i < 60; ++i) ASSERT_EQ(x[i], 1000u + i);
+      for (int i = 0; i < 40; ++i) ASSERT_EQ(y[i], 1060u + i);
+      for (int i = 40; i < 90; ++i) ASSERT_EQ(y[i], 2000u + i - 40);
+      // An atomic on 16 elements at once (fetch form).
+      uint64_t add[16], old[16];
+      for (int i = 0; i < 16; ++i) add[i] = static_cast<uint64_t>(i);
+      ASSERT_EQ(fi_fetch_atomic(p.ep, add, 16, nullptr, old, nullptr, p.addr[1], theirs[0] + 8 * 3000, theirs[1],
+                                FI_UINT64, FI_SUM, nullptr), 0);
+      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+      for (int i = 0; i < 16; ++i) EXPECT_EQ(old[i], 0u);
+      // Injected write: no completion, counted.
+      uint64_t v = 77;
+      ASSERT_EQ(fi_inject_write(p.ep, &v, 8, p.addr[1], theirs[0] + 8 * 4000, theirs[1]), 0);
+      p.barrier();
+      EXPECT_EQ(fi_cntr_read(p.cntr_write), 2u);
+      EXPECT_EQ(fi_cntr_read(p.cntr_read), 2u);  // readv and the fetch atomic
+    } else {
+      // The target progresses (atomics run here) until rank 0 is done.
+      std::atomic<bool> stop{false};
+      std::thread t([&] {
+        p.barrier();
+        stop = true;
+      });
+      while (!stop) fi_cq_read(p.cq, &ce, 1);
+      t.join();
+      for (int i = 0; i < 100; ++i) ASSERT_EQ(target[10 + i], 1000u + i);
+      for (int i = 0; i < 50; ++i) ASSERT_EQ(target[110 + i], 2000u + i);
+      for (int i = 0; i < 150; ++i) ASSERT_EQ(target[1000 + i], 2050u + i);
+      for (int i = 0; i < 50; ++i) ASSERT_EQ(target[1150 + i], 3000u + i);
+      for (int i = 0; i < 16; ++i) ASSERT_EQ(target[3000 + i], static_cast<uint64_t>(i));
+      EXPECT_EQ(std::atomic_ref<uint64_t>(target[4000]).load(), 77u);
+      EXPECT_GE(fi_cntr_read(p.cntr_rread), 1u);
+    }
+    p.barrier();
+    EXPECT_EQ(fi_close(&mr->fid), 0);
+  }, opt);
+}
+
 INSTANTIATE_TEST_SUITE_P(mode, shm_mp, ::testing::Values("cma", "nocma"),
                          [](const auto& p) { return std::string(p.param); });
 
