@@ -581,11 +581,19 @@ inline bool cell_sane(const cell_hdr& h) noexcept {
   const cell_hdr& h = c->h;
   bool tagged = h.flags & flag_tagged;
   auto& list = tagged ? e.rx->posted_tagged : e.rx->posted_msg;
-  if (list.empty() || (e.caps & (FI_SOURCE | FI_DIRECTED_RECV))) return false;
+  if (list.empty()) return false;
   auto it = list.begin();
   posted_recv& r = *it;
   if (r.iov_count != 1 || (r.flags & FI_MULTI_RECV) || r.total < h.size) return false;
   if (tagged && ((r.tag ^ h.tag) & ~r.ignore)) return false;
+  fi_addr_t src = FI_ADDR_NOTAVAIL;
+  if (e.caps & (FI_SOURCE | FI_DIRECTED_RECV)) {
+    src = src_addr_of(e, h.src);  // cached per sender slot
+    if (r.src != FI_ADDR_UNSPEC && (e.caps & FI_DIRECTED_RECV) &&
+        (src == FI_ADDR_NOTAVAIL || e.av->index(src) != e.av->index(r.src)))
+      return false;
+    if (!(e.caps & FI_SOURCE)) src = FI_ADDR_NOTAVAIL;
+  }
   if (h.size) memcpy(r.iov[0].iov_base, h.inl, h.size);
   uint64_t flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
   uint64_t data = 0;
@@ -593,7 +601,7 @@ inline bool cell_sane(const cell_hdr& h) noexcept {
     flags |= FI_REMOTE_CQ_DATA;
     data = h.data;
   }
-  rx_done(e, r, flags, h.size, nullptr, data, h.tag, FI_ADDR_NOTAVAIL);
+  rx_done(e, r, flags, h.size, nullptr, data, h.tag, src);
   recv_drop(e, list, it);
   return true;
 }
