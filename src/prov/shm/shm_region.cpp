@@ -154,6 +154,17 @@ bool cma_usable() noexcept {
     return false;
   }
   static const bool usable = [] {
+    // Yama's ptrace_scope >= 1 lets a process attach only to its
+    // descendants: peers could not pull from each other both ways.
+    if (FILE* f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
+      int scope = 0;
+      bool got = fscanf(f, "%d", &scope) == 1;
+      fclose(f);
+      if (got && scope > 0) {
+        WEFT_DEBUG(FI_LOG_CORE, "shm: yama ptrace_scope %d refuses CMA between peers; using bounce buffers", scope);
+        return false;
+      }
+    }
     uint64_t src = 0x1234, dst = 0;
     iovec l{&dst, sizeof dst}, r{&src, sizeof src};
     bool ok = process_vm_readv(getpid(), &l, 1, &r, 1, 0) == sizeof dst && dst == src;
