@@ -8,5 +8,7 @@ real=/usr/lib/x86_64-linux-gnu/libfabric.so.1
 [ -e "$real" ] || { echo "SKIP: $real missing (install libfabric1)"; exit 0; }
 list() { objdump -T "$1" | awk '$2 == "g" && $4 != "*UND*" && $NF !~ /^_/ {print $(NF-1), $NF}' | sort; }
 diff -u <(list "$real") <(list "$weft")
-objdump -p "$weft" | grep -q 'SONAME *libfabric.so.1$'
+# (capture first: grep -q closing the pipe early would fail objdump under pipefail)
+headers=$(objdump -p "$weft")
+grep -q 'SONAME *libfabric.so.1$' <<<"$headers"
 echo "symbols: $(list "$weft" | wc -l) exported, identical to $real"

@@ -792,6 +792,10 @@ TEST_P(shm_mp, VectorRmaAndAtomics) {
       // Injected write: no completion, counted.
       uint64_t v = 77;
       ASSERT_EQ(fi_inject_write(p.ep, &v, 8, p.addr[1], theirs[0] + 8 * 4000, theirs[1]), 0);
+      // Without CMA the injected write completes when the target acknowledges
+      // it: wait for the counter (which drives progress) before the target stops.
+      for (int i = 0; i < 10000000 && fi_cntr_read(p.cntr_write) < 2; ++i) {
+      }
       p.barrier();
       EXPECT_EQ(fi_cntr_read(p.cntr_write), 2u);
       EXPECT_EQ(fi_cntr_read(p.cntr_read), 2u);  // readv and the fetch atomic
