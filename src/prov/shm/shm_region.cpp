@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -151,6 +152,11 @@ bool pid_alive(int32_t pid) noexcept {
 bool cma_usable() noexcept {
   if (param_bool("shm", "disable_cma").value_or(false)) {
     WEFT_DEBUG(FI_LOG_CORE, "shm: CMA disabled by FI_SHM_DISABLE_CMA");
+    return false;
+  }
+  // A process that is not dumpable cannot be attached to by its peers.
+  if (prctl(PR_GET_DUMPABLE) != 1) {
+    WEFT_DEBUG(FI_LOG_CORE, "shm: process not dumpable, peers cannot attach; using bounce buffers");
     return false;
   }
   static const bool usable = [] {
