@@ -128,7 +128,6 @@ int bind_cntr(ep& e, fid_cntr* c, uint64_t flags) {
       *m.slot = c;
       cntr_take(c);
     }
-  if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) e.caps |= FI_RMA_EVENT;
   return 0;
 }
 
@@ -192,7 +191,9 @@ int enable(ep& e) {
   e.region.create(region_file(e.name), region_size);
   region_init(e.region.base(), e.name, sd.file, e.cma);
   e.me = region_view{e.region.base()};
-  if (e.caps & FI_RMA_EVENT) e.me.hdr()->rma_events.store(1, std::memory_order_release);
+  // Initiators send a notify after each RMA only when something here counts
+  // it: remote counters (remote CQ data always comes with a notify).
+  if (e.cntr_rwrite || e.cntr_rread) e.me.hdr()->rma_events.store(1, std::memory_order_release);
   e.enabled = true;
   if (e.dom->data_progress == FI_PROGRESS_AUTO) {
     e.progress_thread = std::thread([&e] {
