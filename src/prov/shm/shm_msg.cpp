@@ -295,6 +295,30 @@ ssize_t recv_generic(ep& e, const iovec* iov, size_t count, fi_addr_t src, uint6
   if (src != FI_ADDR_UNSPEC && e.av && !e.av->lookup(src)) [[unlikely]]
     return -FI_EINVAL;
   ep_guard g(e);
+  auto& ux = Tagged ? e.rx->ux_tagged : e.rx->ux_msg;
+  auto& spare = e.rx->free_recvs;
+  // Hot path: nothing unexpected is waiting, a spare node exists: fill it in
+  // place at the tail of the posted list.
+  if (ux.empty() && !spare.empty() && !(flags & (FI_PEEK | FI_CLAIM))) [[likely]] {
+    auto& list = Tagged ? e.rx->posted_tagged : e.rx->posted_msg;
+    list.splice(list.end(), spare, spare.begin());
+    posted_recv& n = list.back();
+    size_t total = 0;
+    for (size_t i = 0; i < count; ++i) {
+      n.iov[i] = iov[i];
+      total += iov[i].iov_len;
+    }
+    n.iov_count = count;
+    n.total = total;
+    n.src = src;
+    n.tag = tag;
+    n.ignore = ignore;
+    n.context = context;
+    n.flags = flags;
+    n.tagged = Tagged;
+    n.multi_off = 0;
+    return 0;
+  }
   posted_recv r;
   for (size_t i = 0; i < count; ++i) r.iov[i] = iov[i];
   r.iov_count = count;
@@ -309,7 +333,6 @@ ssize_t recv_generic(ep& e, const iovec* iov, size_t count, fi_addr_t src, uint6
     if constexpr (Tagged) {
       if (flags & (FI_PEEK | FI_CLAIM)) return peek_claim<Tagged>(e, r, flags);
     }
-    auto& ux = Tagged ? e.rx->ux_tagged : e.rx->ux_msg;
     for (auto it = ux.begin(); it != ux.end();) {
       if (it->claimed || !ux_matches(e, r, *it)) {
         ++it;
