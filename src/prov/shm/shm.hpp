@@ -78,13 +78,60 @@ struct region_view {
 void region_init(unsigned char* base, const std::string& name, const std::string& domain_file,
                  bool cma) noexcept;
 
+int32_t self_pid() noexcept;  // getpid(), cached (reset after fork)
+extern const bool has_prefetchw;
+
+// Bounded MPSC ring with a sequence number per cell: a cell whose sequence
+// equals the producer index is free to claim; once written its sequence
+// becomes index + 1 (committed); the consumer frees it with index + depth.
+// Inline: these are the hot path of every send and every poll.
+
 // Claims the next cell of a peer's queue, or nullptr when the queue is full.
-cell* queue_claim(region_view r) noexcept;
+inline cell* queue_claim(region_view r) noexcept {
+  queue_ctl* q = r.ctl();
+  cell* cells = r.cells();
+  uint64_t pos = q->tail.load(std::memory_order_relaxed);
+  for (;;) {
+    cell* c = &cells[pos & (queue_cells - 1)];
+    uint64_t seq = c->h.seq.load(std::memory_order_acquire);
+    int64_t diff = static_cast<int64_t>(seq - pos);
+    if (diff == 0) {
+      if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) [[likely]] {
+        c->h.producer = self_pid();
+        return c;
+      }
+    } else if (diff < 0) {
+      return nullptr;  // full
+    } else {
+      pos = q->tail.load(std::memory_order_relaxed);
+    }
+  }
+}
+
 // Publishes a claimed cell to the consumer.
-void queue_commit(region_view r, cell* c) noexcept;
-// The next committed cell of our own queue, or nullptr.
-// `skip` cells past the head: cells consumed but not released yet.
-cell* queue_peek(region_view r, uint32_t skip = 0) noexcept;
+inline void queue_commit(region_view r, cell* c) noexcept {
+  // The sequence still holds the producer index the cell was claimed at.
+  uint64_t pos = c->h.seq.load(std::memory_order_relaxed);
+  c->h.seq.store(pos + 1, std::memory_order_release);
+#if defined(__x86_64__)
+  // Ask for the next cell's header line in exclusive state now, while the
+  // consumer is busy with this one: the next send then writes a line it
+  // already owns, and only the consumer's read remains on the critical path.
+  if (has_prefetchw) [[likely]] {
+    const cell* next = &r.cells()[(pos + 1) & (queue_cells - 1)];
+    asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&next->h)));
+  }
+#endif
+}
+
+// The committed cell `skip` cells past the head of our own queue (cells
+// consumed but not released yet), or nullptr.
+inline cell* queue_peek(region_view r, uint32_t skip = 0) noexcept {
+  uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
+  cell* c = &r.cells()[pos & (queue_cells - 1)];
+  if (c->h.seq.load(std::memory_order_acquire) == pos + 1) return c;
+  return nullptr;
+}
 // Returns the n cells at the head to the producers.
 void queue_release_n(region_view r, uint32_t n) noexcept;
 // A dead producer's claimed-but-uncommitted head cell, turned into a nop.
@@ -100,7 +147,6 @@ bool valid_name(const std::string& name) noexcept;
 void remove_stale_regions() noexcept;
 
 bool pid_alive(int32_t pid) noexcept;
-int32_t self_pid() noexcept;  // getpid(), cached (reset after fork)
 bool cma_usable() noexcept;  // process_vm_readv works here (and is not disabled)
 
 // ------------------------------------------------------------------ domain

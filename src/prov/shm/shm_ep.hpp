@@ -166,6 +166,31 @@ inline uint64_t rx_flags_of(fid_ep* f, const ep& e) noexcept {
   return is_alias(f) ? from_fid<alias>(f)->rx_flags : e.rx_op_flags;
 }
 
+peer* peer_of_slow(ep& e, fi_addr_t addr) noexcept;
+fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept;
+
+// The peer an fi_addr_t names (mapped on first use), or nullptr. Inline:
+// the cached case is on every send.
+inline peer* peer_of(ep& e, fi_addr_t addr) noexcept {
+  if (e.av && !e.av->rx_index(addr)) [[likely]] {
+    uint64_t idx = e.av->index(addr);
+    if (idx < e.by_index.size()) {
+      peer* p = e.by_index[idx];
+      if (p && p->av_gen == e.av->generation(addr) && !p->dead) [[likely]]
+        return p;
+    }
+  }
+  return peer_of_slow(e, addr);
+}
+
+// The fi_addr_t of the sender in peer slot `slot` (FI_SOURCE), cached per slot.
+inline fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept {
+  if (slot < peer_slots && e.src_cache[slot] != FI_ADDR_NOTAVAIL &&
+      e.src_pid[slot] == e.me.peers()[slot].pid) [[likely]]
+    return e.src_cache[slot];
+  return src_addr_slow(e, slot);
+}
+
 struct ep_guard {
   explicit ep_guard(ep& e) : e_(e) { e_.lock->lock(); }
   ~ep_guard() { e_.lock->unlock(); }
@@ -185,11 +210,11 @@ inline bool fence_blocked(ep& e, uint64_t flags) noexcept {
   return !e.pending.empty() || !e.outgoing.empty();
 }
 void progress_poller(void* arg) noexcept;
-peer* peer_of(ep& e, fi_addr_t addr) noexcept;
+peer* peer_of_slow(ep& e, fi_addr_t addr) noexcept;
 peer* peer_by_name(ep& e, const std::string& name) noexcept;
 cell* claim_to(ep& e, peer& p) noexcept;  // claims a cell of p's queue, progressing once if full
 void fill_src(ep& e, peer& p, cell* c) noexcept;
-fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept;
+fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept;
 // Sends one cell (header fields from h) to p, or keeps it in the backlog
 // when p's queue is full. Returns false only on allocation failure.
 bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t len) noexcept;

@@ -117,7 +117,7 @@ peer* peer_by_name(ep& e, const std::string& name) noexcept {
   return peer_by_name(e, s.substr(plen) + "#r" + std::to_string(rx));
 }
 
-peer* peer_of(ep& e, fi_addr_t addr) noexcept {
+peer* peer_of_slow(ep& e, fi_addr_t addr) noexcept {
   if (!e.av) return nullptr;
   if (uint64_t rx = e.av->rx_index(addr)) [[unlikely]]
     return peer_of_rx_ctx(e, addr, rx);  // fi_rx_addr: receive context rx of a scalable endpoint
@@ -125,8 +125,7 @@ peer* peer_of(ep& e, fi_addr_t addr) noexcept {
   uint32_t gen = e.av->generation(addr);
   if (idx < e.by_index.size()) {
     peer* p = e.by_index[idx];
-    if (p && p->av_gen == gen && !p->dead) [[likely]]
-      return p;
+    if (p && p->av_gen == gen && !p->dead) return p;
   }
   size_t len = 0;
   const char* a = static_cast<const char*>(e.av->lookup(addr, &len));
@@ -156,12 +155,11 @@ peer* sender_of(ep& e, uint32_t slot) noexcept {
   return peer_by_name(e, name);
 }
 
-fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept {
+fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
   if (slot >= peer_slots || !e.av) return FI_ADDR_NOTAVAIL;
   peer_slot& s = e.me.peers()[slot];
   int32_t pid = s.pid;
-  if (e.src_cache[slot] != FI_ADDR_NOTAVAIL && e.src_pid[slot] == pid) [[likely]]
-    return e.src_cache[slot];
+  if (e.src_cache[slot] != FI_ADDR_NOTAVAIL && e.src_pid[slot] == pid) return e.src_cache[slot];
   char addr[name_max + 16] = "fi_shm://";
   size_t plen = strlen(addr);
   memcpy(addr + plen, s.name, name_max - 1);

@@ -231,57 +231,11 @@ void region_init(unsigned char* base, const std::string& name, const std::string
   h->state.store(state_ready, std::memory_order_release);
 }
 
-// Bounded MPSC ring with a sequence number per cell: a cell whose sequence
-// equals the producer index is free to claim; once written its sequence
-// becomes index + 1 (committed); the consumer frees it with index + depth.
-cell* queue_claim(region_view r) noexcept {
-  queue_ctl* q = r.ctl();
-  cell* cells = r.cells();
-  uint64_t pos = q->tail.load(std::memory_order_relaxed);
-  for (;;) {
-    cell* c = &cells[pos & (queue_cells - 1)];
-    uint64_t seq = c->h.seq.load(std::memory_order_acquire);
-    int64_t diff = static_cast<int64_t>(seq - pos);
-    if (diff == 0) {
-      if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-        c->h.producer = self_pid();
-        return c;
-      }
-    } else if (diff < 0) {
-      return nullptr;  // full
-    } else {
-      pos = q->tail.load(std::memory_order_relaxed);
-    }
-  }
-}
-
-namespace {
 // PREFETCHW (AMD64; Intel since Broadwell), checked once with CPUID.
 const bool has_prefetchw = [] {
   unsigned a, b, c, d;
   return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
 }();
-}  // namespace
-
-void queue_commit(region_view r, cell* c) noexcept {
-  // The sequence still holds the producer index the cell was claimed at.
-  uint64_t pos = c->h.seq.load(std::memory_order_relaxed);
-  c->h.seq.store(pos + 1, std::memory_order_release);
-  // Ask for the next cell's header line in exclusive state now, while the
-  // consumer is busy with this one: the next send then writes a line it
-  // already owns, and only the consumer's read remains on the critical path.
-  if (has_prefetchw) [[likely]] {
-    const cell* next = &r.cells()[(pos + 1) & (queue_cells - 1)];
-    asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&next->h)));
-  }
-}
-
-cell* queue_peek(region_view r, uint32_t skip) noexcept {
-  uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
-  cell* c = &r.cells()[pos & (queue_cells - 1)];
-  if (c->h.seq.load(std::memory_order_acquire) == pos + 1) return c;
-  return nullptr;
-}
 
 void queue_release_n(region_view r, uint32_t n) noexcept {
   queue_ctl* q = r.ctl();
