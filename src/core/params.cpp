@@ -104,7 +104,7 @@ void params_init() {
     param_define("shm", "split_copy", FI_PARAM_BOOL,
                  "Copy large messages with both processes at once (default 1)");
     param_define("shm", "inject_size", FI_PARAM_SIZE_T,
-                 "Largest message copied through the receiver's queue (default 4096)");
+                 "Largest message fi_inject accepts (at most and by default 4096)");
   });
 }
 
