@@ -142,6 +142,12 @@ void queue_release(region_view r, cell* c) noexcept;
 // File name under /dev/shm of an endpoint region / a domain region.
 std::string region_file(const std::string& name);
 bool valid_name(const std::string& name) noexcept;
+// Addresses are "fi_shm://<name>": the one spelling of the prefix.
+inline constexpr const char shm_prefix[] = "fi_shm://";
+inline constexpr size_t shm_prefix_len = sizeof(shm_prefix) - 1;
+std::string shm_address(const std::string& name);
+// The valid endpoint name in an address of `len` bytes ("" when malformed).
+std::string shm_name_of(const void* addr, size_t len);
 
 // Removes regions whose owner process is gone (and that belong to this uid).
 void remove_stale_regions() noexcept;

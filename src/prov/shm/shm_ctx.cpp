@@ -142,7 +142,7 @@ fi_ops_ep sep_ops = {sizeof(fi_ops_ep), sep_cancel, sep_getopt, sep_setopt,
 int sep_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
   sep* s = sep::of(f);
   if (!addrlen) return -FI_EINVAL;
-  std::string a = "fi_shm://" + s->name;
+  std::string a = shm_address(s->name);
   size_t need = a.size() + 1, have = *addrlen;
   *addrlen = need;
   if (!addr || have < need) return -FI_ETOOSMALL;
@@ -153,14 +153,14 @@ int sep_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
 int sep_setname(fid_t f, void* addr, size_t addrlen) noexcept {
   sep* s = sep::of(f);
   if (!addr || !addrlen) return -FI_EINVAL;
-  std::string a(static_cast<const char*>(addr), strnlen(static_cast<const char*>(addr), addrlen));
-  if (a.compare(0, 9, "fi_shm://") != 0 || !valid_name(a.substr(9))) return -FI_EINVAL;
+  std::string name = shm_name_of(addr, addrlen);
+  if (name.empty()) return -FI_EINVAL;
   std::lock_guard g(s->ctl);
   for (ep* c : s->tx)
     if (c) return -FI_EOPBADSTATE;
   for (ep* c : s->rx)
     if (c) return -FI_EOPBADSTATE;
-  s->name = a.substr(9);
+  s->name = name;
   return 0;
 }
 
@@ -257,12 +257,8 @@ int scalable_ep_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
   s->dom = &dom;
   s->tx.assign(txc, nullptr);
   s->rx.assign(rxc, nullptr);
-  size_t len = info->src_addr ? strnlen(static_cast<const char*>(info->src_addr), info->src_addrlen) : 0;
-  std::string src(static_cast<const char*>(info->src_addr ? info->src_addr : ""), len);
-  if (src.compare(0, 9, "fi_shm://") == 0 && valid_name(src.substr(9)))
-    s->name = src.substr(9);
-  else
-    s->name = std::to_string(getpid()) + "_s" + std::to_string(sep_counter++);
+  s->name = shm_name_of(info->src_addr, info->src_addrlen);
+  if (s->name.empty()) s->name = std::to_string(getpid()) + "_s" + std::to_string(sep_counter++);
   s->fid_.fid.fclass = FI_CLASS_SEP;
   s->fid_.fid.context = context;
   s->fid_.fid.ops = &sep_fi_ops;

@@ -15,21 +15,7 @@ namespace weft::shm {
 
 namespace {
 
-constexpr const char* prefix = "fi_shm://";
 std::atomic<uint32_t> ep_counter{0};
-
-std::string address_of(const std::string& name) { return prefix + name; }
-
-// "fi_shm://name" → name (or "" when malformed).
-std::string name_of(const void* addr, size_t len) {
-  if (!addr || !len) return {};
-  const char* s = static_cast<const char*>(addr);
-  size_t n = strnlen(s, len);
-  std::string a(s, n);
-  if (a.compare(0, strlen(prefix), prefix) != 0) return {};
-  std::string name = a.substr(strlen(prefix));
-  return valid_name(name) ? name : std::string{};
-}
 
 void stop_progress_thread(ep& e) {
   if (e.progress_thread.joinable()) {
@@ -341,7 +327,7 @@ int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
     ep& e = *ep::of(f);
     ep_guard g(e);
     if (e.enabled) return -FI_EOPBADSTATE;
-    std::string name = name_of(addr, addrlen);
+    std::string name = shm_name_of(addr, addrlen);
     if (name.empty()) return -FI_EINVAL;
     e.name = name;
     return 0;
@@ -351,7 +337,7 @@ int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
 int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
   ep& e = ep_of(reinterpret_cast<fid_ep*>(f));
   if (!addrlen) return -FI_EINVAL;
-  std::string a = address_of(e.name);
+  std::string a = shm_address(e.name);
   size_t need = a.size() + 1;
   size_t have = *addrlen;
   *addrlen = need;
@@ -460,7 +446,7 @@ int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
   if (info->ep_attr && ((info->ep_attr->tx_ctx_cnt > 1 && info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
                         (info->ep_attr->rx_ctx_cnt > 1 && info->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT)))
     return -FI_EINVAL;  // several contexts: fi_scalable_ep
-  std::string name = name_of(info->src_addr, info->src_addrlen);
+  std::string name = shm_name_of(info->src_addr, info->src_addrlen);
   if (name.empty()) name = std::to_string(getpid()) + "_" + std::to_string(ep_counter++);
   auto e = make_ep(dom, info, context, ep_role::endpoint, name);
   dom.users_.add();

@@ -218,6 +218,9 @@ fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept;
 // Sends one cell (header fields from h) to p, or keeps it in the backlog
 // when p's queue is full. Returns false only on allocation failure.
 bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t len) noexcept;
+// Tells the sender in peer slot `slot` that its request `id` ended (err: 0
+// or a positive FI_E* code).
+void send_ack(ep& e, uint32_t slot, uint64_t id, int err) noexcept;
 // The peer that sent a cell (from its slot), mapped for responses.
 peer* sender_of(ep& e, uint32_t slot) noexcept;
 request* new_request(ep& e) noexcept;

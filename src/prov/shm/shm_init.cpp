@@ -13,7 +13,7 @@
 namespace weft {
 namespace {
 
-constexpr const char* shm_prefix = "fi_shm://";
+using shm::shm_prefix;
 constexpr size_t shm_addrlen = 64;  // FI_ADDR_STR slot size in AVs
 
 class shm_provider_t final : public provider {

@@ -161,15 +161,6 @@ bool ux_matches(ep& poster, const posted_recv& r, const unexpected& u) {
 }
 
 
-void ack_to(ep& e, uint32_t slot, uint64_t id, int err) {
-  peer* p = sender_of(e, slot);
-  if (!p) return;
-  hdr_fields h{};
-  h.opcode = op::ack;
-  h.id = id;
-  h.data = static_cast<uint64_t>(err);
-  send_cell(e, *p, h, nullptr, 0);
-}
 
 // Delivers unexpected message `u` into receive `r` (whole buffer or the tail
 // of a multi-receive buffer at r.multi_off). Returns bytes consumed; the
@@ -199,10 +190,10 @@ size_t deliver_unexpected(ep& poster, posted_recv& r, unexpected& u, bool discar
   int err = 0;
   if (u.rndv) {
     if (n) err = pull_desc(u.desc, iov, count, 0, n);
-    ack_to(e, u.src_slot, u.id, err);
+    send_ack(e, u.src_slot, u.id, err);
   } else {
     if (n) iov_copy_to(iov, count, 0, u.bytes.data(), n);
-    if (u.flags & flag_want_ack) ack_to(e, u.src_slot, u.id, 0);
+    if (u.flags & flag_want_ack) send_ack(e, u.src_slot, u.id, 0);
   }
   if (r.flags & FI_MULTI_RECV) {
     r.multi_off += n;
@@ -255,8 +246,8 @@ ssize_t peek_claim(ep& e, posted_recv& r, uint64_t flags) {
       ep& o = it->owner ? *it->owner : e;
       fi_addr_t src = (o.caps & FI_SOURCE) ? src_addr_of(o, it->src_slot) : FI_ADDR_NOTAVAIL;
       if (flags & FI_DISCARD) {
-        if (it->rndv) ack_to(o, it->src_slot, it->id, 0);
-        else if (it->flags & flag_want_ack) ack_to(o, it->src_slot, it->id, 0);
+        if (it->rndv) send_ack(o, it->src_slot, it->id, 0);
+        else if (it->flags & flag_want_ack) send_ack(o, it->src_slot, it->id, 0);
         rx_done(o, r, cq_flags, it->size, nullptr, it->data, it->tag, src);
         drop_ux(e, list, it);
         return 0;

@@ -107,14 +107,20 @@ peer* peer_by_name(ep& e, const std::string& name) noexcept {
   }
 }
 
-[[gnu::cold, gnu::noinline]] peer* peer_of_rx_ctx(ep& e, fi_addr_t addr, uint64_t rx) noexcept {
+// The endpoint name an AV entry holds ("" when there is none).
+std::string av_name(ep& e, fi_addr_t addr) {
   size_t len = 0;
-  const char* a = static_cast<const char*>(e.av->lookup(addr, &len));
-  if (!a) return nullptr;
-  std::string s(a, strnlen(a, len));
-  constexpr size_t plen = 9;  // "fi_shm://"
-  if (s.compare(0, plen, "fi_shm://") != 0) return nullptr;
-  return peer_by_name(e, s.substr(plen) + "#r" + std::to_string(rx));
+  const void* a = e.av->lookup(addr, &len);
+  return a ? shm_name_of(a, len) : std::string{};
+}
+
+[[gnu::cold, gnu::noinline]] peer* peer_of_rx_ctx(ep& e, fi_addr_t addr, uint64_t rx) noexcept {
+  try {
+    std::string name = av_name(e, addr);
+    return name.empty() ? nullptr : peer_by_name(e, name + "#r" + std::to_string(rx));
+  } catch (...) {
+    return nullptr;
+  }
 }
 
 peer* peer_of_slow(ep& e, fi_addr_t addr) noexcept {
@@ -127,13 +133,13 @@ peer* peer_of_slow(ep& e, fi_addr_t addr) noexcept {
     peer* p = e.by_index[idx];
     if (p && p->av_gen == gen && !p->dead) return p;
   }
-  size_t len = 0;
-  const char* a = static_cast<const char*>(e.av->lookup(addr, &len));
-  if (!a) return nullptr;
-  std::string s(a, strnlen(a, len));
-  constexpr size_t plen = 9;  // "fi_shm://"
-  if (s.compare(0, plen, "fi_shm://") != 0) return nullptr;
-  peer* p = peer_by_name(e, s.substr(plen));
+  peer* p;
+  try {
+    std::string name = av_name(e, addr);
+    p = name.empty() ? nullptr : peer_by_name(e, name);
+  } catch (...) {
+    return nullptr;
+  }
   if (!p) return nullptr;
   p->av_gen = gen;
   try {
@@ -160,8 +166,9 @@ fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
   peer_slot& s = e.me.peers()[slot];
   int32_t pid = s.pid;
   if (e.src_cache[slot] != FI_ADDR_NOTAVAIL && e.src_pid[slot] == pid) return e.src_cache[slot];
-  char addr[name_max + 16] = "fi_shm://";
-  size_t plen = strlen(addr);
+  char addr[name_max + 16];
+  memcpy(addr, shm_prefix, shm_prefix_len);
+  size_t plen = shm_prefix_len;
   memcpy(addr + plen, s.name, name_max - 1);
   addr[plen + name_max - 1] = 0;
   // A context of a scalable endpoint ("name#t3") answers for the endpoint.
@@ -189,33 +196,32 @@ cell* claim_to(ep& e, peer& p) noexcept {
 
 void fill_src(ep&, peer& p, cell* c) noexcept { c->h.src = p.slot; }
 
+namespace {
+// Fills a claimed cell of p's queue from h and the payload, and commits it.
+void post_cell(peer& p, cell* c, const hdr_fields& h, const void* payload, size_t len) noexcept {
+  c->h.opcode = h.opcode;
+  c->h.atomic_op = h.atomic_op;
+  c->h.datatype = h.datatype;
+  c->h.src = static_cast<uint16_t>(p.slot);
+  c->h.tag = h.tag;
+  c->h.data = h.data;
+  c->h.size = h.size;
+  c->h.id = h.id;
+  c->h.flags = static_cast<uint16_t>(h.flags);
+  c->h.len = static_cast<uint32_t>(len);
+  if (len) memcpy(c->payload, payload, len);
+  queue_commit(p.view(), c);
+}
+}  // namespace
+
 bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t len) noexcept {
   cell* c = e.backlog.empty() ? queue_claim(p.view()) : nullptr;
   if (c) {
-    c->h.opcode = h.opcode;
-    c->h.atomic_op = h.atomic_op;
-    c->h.datatype = h.datatype;
-    c->h.src = p.slot;
-    c->h.tag = h.tag;
-    c->h.data = h.data;
-    c->h.size = h.size;
-    c->h.id = h.id;
-    c->h.flags = h.flags;
-    c->h.len = static_cast<uint32_t>(len);
-    if (len) memcpy(c->payload, payload, len);
-    queue_commit(p.view(), c);
+    post_cell(p, c, h, payload, len);
     return true;
   }
   try {
-    ep::pending_cell pc{&p, {}, {}};
-    pc.h.opcode = h.opcode;
-    pc.h.atomic_op = h.atomic_op;
-    pc.h.datatype = h.datatype;
-    pc.h.tag = h.tag;
-    pc.h.data = h.data;
-    pc.h.size = h.size;
-    pc.h.id = h.id;
-    pc.h.flags = h.flags;
+    ep::pending_cell pc{&p, h, {}};
     pc.payload.assign(static_cast<const unsigned char*>(payload),
                       static_cast<const unsigned char*>(payload) + len);
     e.backlog.push_back(std::move(pc));
@@ -223,6 +229,17 @@ bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t 
   } catch (...) {
     return false;
   }
+}
+
+
+void send_ack(ep& e, uint32_t slot, uint64_t id, int err) noexcept {
+  peer* p = sender_of(e, slot);
+  if (!p) return;
+  hdr_fields h{};
+  h.opcode = op::ack;
+  h.id = id;
+  h.data = static_cast<uint64_t>(err);
+  send_cell(e, *p, h, nullptr, 0);
 }
 
 request* new_request(ep& e) noexcept {
@@ -325,16 +342,6 @@ std::list<posted_recv>::iterator find_recv(ep& e, bool tagged, uint64_t tag, uin
 
 uint64_t recv_flags(bool tagged, uint32_t cell_flags) {
   return FI_RECV | (tagged ? FI_TAGGED : FI_MSG) | ((cell_flags & flag_remote_cq_data) ? FI_REMOTE_CQ_DATA : 0);
-}
-
-void send_ack(ep& e, uint32_t slot, uint64_t id, int err) noexcept {
-  peer* p = sender_of(e, slot);
-  if (!p) return;
-  hdr_fields h{};
-  h.opcode = op::ack;
-  h.id = id;
-  h.data = static_cast<uint64_t>(err);
-  send_cell(e, *p, h, nullptr, 0);
 }
 
 // Where the next message lands in a posted receive: the whole buffer, or the
@@ -744,18 +751,7 @@ void push_outgoing(ep& e) {
     auto& pc = e.backlog.front();
     cell* c = queue_claim(pc.to->view());
     if (!c) break;
-    c->h.opcode = pc.h.opcode;
-    c->h.atomic_op = pc.h.atomic_op;
-    c->h.datatype = pc.h.datatype;
-    c->h.src = pc.to->slot;
-    c->h.tag = pc.h.tag;
-    c->h.data = pc.h.data;
-    c->h.size = pc.h.size;
-    c->h.id = pc.h.id;
-    c->h.flags = pc.h.flags;
-    c->h.len = static_cast<uint32_t>(pc.payload.size());
-    if (!pc.payload.empty()) memcpy(c->payload, pc.payload.data(), pc.payload.size());
-    queue_commit(pc.to->view(), c);
+    post_cell(*pc.to, c, pc.h, pc.payload.data(), pc.payload.size());
     e.backlog.pop_front();
   }
   // Fragment streams of large messages / writes without CMA.

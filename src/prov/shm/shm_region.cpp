@@ -52,6 +52,17 @@ owned_files& owned() {
 }
 }  // namespace
 
+std::string shm_address(const std::string& name) { return shm_prefix + name; }
+
+std::string shm_name_of(const void* addr, size_t len) {
+  if (!addr || !len) return {};
+  const char* s = static_cast<const char*>(addr);
+  std::string a(s, strnlen(s, len));
+  if (a.compare(0, shm_prefix_len, shm_prefix) != 0) return {};
+  std::string name = a.substr(shm_prefix_len);
+  return valid_name(name) ? name : std::string{};
+}
+
 void mapping::create(const std::string& file, size_t size) {
   reset();
   std::string path = "/dev/shm/" + file;
