@@ -31,4 +31,20 @@ inline constexpr uint64_t mr_mode_optional =
     FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 inline constexpr uint64_t mr_basic_map = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 
+// What differs between weft's providers' fi_info templates; everything else
+// (queue sizes, iov limits, key and CQ data sizes, progress, threading, the
+// preferred mr_mode FI_MR_VIRT_ADDR) is common. Throws std::bad_alloc.
+struct template_spec {
+  const char* name;        // provider, fabric and domain name
+  uint32_t prov_version;
+  uint64_t caps;
+  uint32_t addr_format;
+  fi_ep_type type;
+  uint32_t protocol;
+  size_t inject_size;
+  size_t ep_cnt;
+  size_t max_ep_ctx;       // max_ep_{tx,rx,stx,srx}_ctx
+};
+fi_info* make_template(const template_spec& spec);
+
 }  // namespace weft

@@ -15,71 +15,22 @@
 namespace weft {
 namespace {
 
-fi_info* make_template(fi_ep_type type, uint32_t addr_format, uint32_t prov_version) {
-  fi_info* i = info_alloc();
-  if (!i) throw std::bad_alloc();
-  constexpr uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND |
-                            FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV |
-                            FI_RMA_EVENT | FI_SOURCE | FI_DIRECTED_RECV | FI_LOCAL_COMM |
-                            FI_REMOTE_COMM | FI_FENCE;
-  i->caps = caps;
-  i->addr_format = addr_format;
-  i->tx_attr->caps = caps & tx_cap_mask;
-  i->tx_attr->msg_order = FI_ORDER_SAS;
-  i->tx_attr->comp_order = FI_ORDER_NONE;
-  i->tx_attr->inject_size = 128;
-  i->tx_attr->size = 1024;
-  i->tx_attr->iov_limit = 4;
-  i->tx_attr->rma_iov_limit = 4;
-  i->rx_attr->caps = caps & rx_cap_mask;
-  i->rx_attr->msg_order = FI_ORDER_SAS;
-  i->rx_attr->comp_order = FI_ORDER_NONE;
-  i->rx_attr->size = 1024;
-  i->rx_attr->iov_limit = 4;
-  i->ep_attr->type = type;
-  i->ep_attr->protocol = type == FI_EP_MSG ? FI_PROTO_SOCK_TCP : FI_PROTO_XNET;
-  i->ep_attr->protocol_version = 1;
-  i->ep_attr->max_msg_size = SIZE_MAX;
-  i->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;
-  i->ep_attr->tx_ctx_cnt = 1;
-  i->ep_attr->rx_ctx_cnt = 1;
-  fi_domain_attr* d = i->domain_attr;
-  d->name = strdup("tcp");
-  d->threading = FI_THREAD_SAFE;
-  d->control_progress = FI_PROGRESS_AUTO;
-  d->data_progress = FI_PROGRESS_MANUAL;
-  d->resource_mgmt = FI_RM_ENABLED;
-  d->av_type = FI_AV_UNSPEC;
-  d->mr_mode = FI_MR_VIRT_ADDR;
-  d->mr_key_size = 8;
-  d->cq_data_size = 8;
-  d->cq_cnt = 1024;
-  d->ep_cnt = 1024;
-  d->tx_ctx_cnt = 1024;
-  d->rx_ctx_cnt = 1024;
-  d->max_ep_tx_ctx = 1;
-  d->max_ep_rx_ctx = 1;
-  d->max_ep_stx_ctx = 1;
-  d->max_ep_srx_ctx = 1;
-  d->cntr_cnt = 1024;
-  d->mr_iov_limit = 4;
-  d->max_err_data = 64;
-  d->mr_cnt = 65536;
-  i->fabric_attr->name = strdup("tcp");
-  i->fabric_attr->prov_name = strdup("tcp");
-  i->fabric_attr->prov_version = prov_version;
-  i->fabric_attr->api_version = FI_VERSION(1, 17);
-  if (!d->name || !i->fabric_attr->name || !i->fabric_attr->prov_name) throw std::bad_alloc();
-  return i;
+fi_info* tcp_template(fi_ep_type type, uint32_t addr_format, uint32_t prov_version) {
+  return make_template({"tcp", prov_version,
+                        FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
+                            FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_RMA_EVENT | FI_SOURCE |
+                            FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_FENCE,
+                        addr_format, type, type == FI_EP_MSG ? uint32_t{FI_PROTO_SOCK_TCP} : uint32_t{FI_PROTO_XNET},
+                        128, 1024, 1});
 }
 
 class tcp_provider_t final : public provider {
 public:
   tcp_provider_t() {
-    templates_.push_back(make_template(FI_EP_RDM, FI_SOCKADDR_IN, version()));
-    templates_.push_back(make_template(FI_EP_MSG, FI_SOCKADDR_IN, version()));
-    templates_.push_back(make_template(FI_EP_RDM, FI_SOCKADDR_IN6, version()));
-    templates_.push_back(make_template(FI_EP_MSG, FI_SOCKADDR_IN6, version()));
+    templates_.push_back(tcp_template(FI_EP_RDM, FI_SOCKADDR_IN, version()));
+    templates_.push_back(tcp_template(FI_EP_MSG, FI_SOCKADDR_IN, version()));
+    templates_.push_back(tcp_template(FI_EP_RDM, FI_SOCKADDR_IN6, version()));
+    templates_.push_back(tcp_template(FI_EP_MSG, FI_SOCKADDR_IN6, version()));
   }
 
   ~tcp_provider_t() override {
