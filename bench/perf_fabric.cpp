@@ -3,10 +3,13 @@
 #include <rdma/fi_errno.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <csignal>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -146,7 +149,12 @@ fabric_session::~fabric_session() {
     if (domain_) fi_close(&domain_->fid);
     if (fabric_) fi_close(&fabric_->fid);
     if (info_) fi_freeinfo(info_);
-    std::free(region_);
+    if (memfd_ >= 0) {
+        munmap(region_, region_len_);
+        close(memfd_);
+    } else {
+        std::free(region_);
+    }
 }
 
 // ------------------------------------------------------------------ set-up
@@ -356,7 +364,19 @@ void fabric_session::register_memory() {
     size_t atomic_bytes = 8 * atomic_cap_ * (1 + 3 * size_t(cfg_.window));
     region_len_ = 2 * area_len_ + 2 * 64 + atomic_bytes;
     region_len_ = (region_len_ + page - 1) / page * page;
-    region_ = static_cast<uint8_t*>(std::aligned_alloc(page, region_len_));
+    if (cfg_.mem == 1) {
+        // Shared memory the application could hand to other processes; sealed
+        // against shrinking, so a peer that maps it can never fault.
+        memfd_ = memfd_create("weft-perf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (memfd_ < 0 || ftruncate(memfd_, off_t(region_len_)) != 0 ||
+            fcntl(memfd_, F_ADD_SEALS, F_SEAL_SHRINK) != 0)
+            fail(std::string("--mem memfd: ") + std::strerror(errno));
+        void* p = mmap(nullptr, region_len_, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
+        if (p == MAP_FAILED) fail(std::string("--mem memfd: mmap: ") + std::strerror(errno));
+        region_ = static_cast<uint8_t*>(p);
+    } else {
+        region_ = static_cast<uint8_t*>(std::aligned_alloc(page, region_len_));
+    }
     if (!region_) fail("out of memory for " + std::to_string(region_len_) + " bytes of buffers");
     std::memset(region_, 0, region_len_);  // touch every page before timing
     tx_area_ = region_;
@@ -421,6 +441,7 @@ std::string fabric_session::describe() const {
     s += cfg_.inject ? "<= " + std::to_string(inject_size_) + " B" : "off";
     s += ", window " + std::to_string(cfg_.window);
     s += cfg_.cq_wait ? ", cq wait" : ", cq spin";
+    s += cfg_.mem == 1 ? ", mem memfd" : ", mem heap";
     uint64_t mm = mr_mode_;
     s += ", mr_mode [";
     s += mm ? fi_tostr(&mm, FI_TYPE_MR_MODE) : "";

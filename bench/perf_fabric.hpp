@@ -43,7 +43,7 @@ struct wire_config {
     uint32_t cq_wait; // fi_cq_sread instead of busy polling
     uint32_t cswap;   // atomic op: 0 fetch-add, 1 compare-swap
     uint32_t window;
-    uint32_t pad;
+    uint32_t mem;     // buffers: 0 heap (aligned_alloc), 1 a shared memfd sealed against shrinking
     uint64_t max_size;
     double timeout_s;
     char prov[64];
@@ -150,6 +150,7 @@ private:
     // [tx area][rx area][ack tx][ack rx][atomic target][operand][compare][result]
     uint8_t* region_ = nullptr;
     size_t region_len_ = 0;
+    int memfd_ = -1;  // --mem memfd: the file behind region_
     size_t area_len_ = 0;
     uint8_t* tx_area_ = nullptr;
     uint8_t* rx_area_ = nullptr;

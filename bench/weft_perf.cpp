@@ -47,6 +47,7 @@ struct cli {
     bool ep_msg = false;
     bool check = false;
     bool inject = true;
+    bool memfd = false;
     bool cq_wait = false;
     bool cswap = false;
     bool pin = true;
@@ -82,6 +83,8 @@ const char* usage_text =
     "  --cpus A[,B]     pin this process to CPU A and the forked peer to B\n"
     "                   (default: the first two CPUs allowed); --no-pin: don't\n"
     "  --no-inject      never use fi_inject (default: for sizes <= inject_size)\n"
+    "  --mem heap|memfd buffers from the heap (default) or from a shared memfd\n"
+    "                   sealed against shrinking (memory other processes can map)\n"
     "  --cq spin|wait   busy-poll fi_cq_read (default) or block in fi_cq_sread\n"
     "  --op fadd|cswap  atomic operation on uint64 (default fadd)\n"
     "  --time SEC       target measuring time per size without -n (default 0.2)\n"
@@ -149,7 +152,7 @@ bool parse_double(const std::string& s, double* out) {
 cli parse_args(int argc, char** argv) {
     enum {
         o_check = 256, o_csv, o_json, o_server, o_fork, o_cpus, o_no_pin, o_no_inject, o_inject,
-        o_cq, o_op, o_time, o_timeout, o_src
+        o_cq, o_op, o_time, o_timeout, o_src, o_mem
     };
     static const option longopts[] = {
         {"provider", required_argument, nullptr, 'p'}, {"ep", required_argument, nullptr, 'e'},
@@ -163,6 +166,7 @@ cli parse_args(int argc, char** argv) {
         {"inject", required_argument, nullptr, o_inject}, {"cq", required_argument, nullptr, o_cq},
         {"op", required_argument, nullptr, o_op},      {"time", required_argument, nullptr, o_time},
         {"timeout", required_argument, nullptr, o_timeout}, {"src", required_argument, nullptr, o_src},
+        {"mem", required_argument, nullptr, o_mem},
         {"help", no_argument, nullptr, 'h'},           {nullptr, 0, nullptr, 0},
     };
     cli c;
@@ -218,6 +222,11 @@ cli parse_args(int argc, char** argv) {
             if (arg == "on") c.inject = true;
             else if (arg == "off") c.inject = false;
             else usage_error("--inject takes on or off");
+            break;
+        case o_mem:
+            if (arg == "heap") c.memfd = false;
+            else if (arg == "memfd") c.memfd = true;
+            else usage_error("--mem takes heap or memfd");
             break;
         case o_cq:
             if (arg == "spin") c.cq_wait = false;
@@ -402,6 +411,7 @@ wire_config make_config(const cli& c) {
     w.ep_msg = c.ep_msg;
     w.check = c.check;
     w.inject = c.inject;
+    w.mem = c.memfd ? 1 : 0;
     w.cq_wait = c.cq_wait;
     w.cswap = c.cswap;
     w.window = c.window;

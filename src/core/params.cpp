@@ -103,6 +103,9 @@ void params_init() {
                  "Never use cross-memory attach; move large data through shared bounce buffers");
     param_define("shm", "split_copy", FI_PARAM_BOOL,
                  "Copy large messages with both processes at once (default 1)");
+    param_define("shm", "map_mr", FI_PARAM_BOOL,
+                 "RMA into registrations backed by a shrink-sealed memfd with memcpy through a mapping "
+                 "of it instead of cross-memory attach (default 1)");
     param_define("shm", "inject_size", FI_PARAM_SIZE_T,
                  "Largest message fi_inject accepts (at most and by default 4096)");
   });

@@ -67,7 +67,7 @@ struct mr_entry {
   uint32_t iov_count;  // 1 .. mr_iov_max
   uint32_t flags;      // mr_entry_*
   mr_segment seg[mr_iov_max];
-  uint64_t reserved[3];
+  uint64_t prov[3];    // provider-specific; zero in the domain's map (shm: shared backing)
 };
 static_assert(std::is_standard_layout_v<mr_entry> && std::is_trivially_copyable_v<mr_entry>);
 static_assert(sizeof(mr_segment) == 16);

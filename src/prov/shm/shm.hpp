@@ -161,6 +161,23 @@ struct shm_domain {
   mapping region;
   std::string file;       // the region's file name (what endpoints advertise)
   std::mutex lock;
+  // Shared backings of published registrations (see backing_valid), under `lock`.
+  struct backing {
+    uint64_t dev = 0, ino = 0;
+    int fd = -1;           // our own duplicate
+    uint32_t gen = 0;
+    uint32_t refs = 0;
+  };
+  struct published {
+    uint64_t addr = 0, len = 0;
+    uint64_t prov[3] = {};
+    size_t backing = SIZE_MAX;  // index in backings, SIZE_MAX: none
+  };
+  std::vector<backing> backings;
+  std::unordered_map<uint64_t, published> by_key;  // registrations looked at
+  uint32_t next_gen = 1;
+  bool map_mr = false;    // FI_SHM_MAP_MR and CMA both allow it
+  ~shm_domain();
   static shm_domain& of(domain& d);  // created on first use
 };
 // Publishes (or withdraws) the registration `key` of `d` (domain::mr_changed).
@@ -181,6 +198,18 @@ struct peer {
   uint32_t av_gen = 0;
   bool cma = true;
   bool dead = false;
+  // Our mappings of its registrations' shared backings (see backing_valid);
+  // base == nullptr records a backing we could not map (not tried again).
+  struct remote_map {
+    uint32_t gen = 0;
+    unsigned char* base = nullptr;
+    size_t size = 0;
+  };
+  std::vector<remote_map> maps;
+  peer() = default;
+  peer(const peer&) = delete;
+  peer& operator=(const peer&) = delete;
+  ~peer();
   region_view view() const noexcept { return region_view{region.base()}; }
 };
 

@@ -174,6 +174,7 @@ int enable(ep& e) {
   shm_domain& sd = shm_domain::of(*e.dom);
   e.cma = cma_usable();
   e.split_enabled = e.cma && param_bool("shm", "split_copy").value_or(true);
+  e.map_mr = sd.map_mr;
   e.region.create(region_file(e.name), region_size);
   region_init(e.region.base(), e.name, sd.file, e.cma);
   e.me = region_view{e.region.base()};

@@ -105,6 +105,7 @@ struct ep {
   uint64_t split_busy = 0;           // bitmap of split slots in use (split_slots = 64)
   uint32_t split_gen[split_slots] = {};
   bool split_enabled = true;         // FI_SHM_SPLIT_COPY=0 turns it off
+  bool map_mr = true;                // FI_SHM_MAP_MR=0 turns it off (RMA through mapped backings)
 
   std::unordered_map<uint64_t, std::unique_ptr<request>> pending;  // by id
   std::list<request*> outgoing;  // requests with cells still to push, in order

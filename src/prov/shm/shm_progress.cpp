@@ -558,6 +558,8 @@ void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::i
       return h.len <= inject_max;
     case op::cts:
       return h.len == sizeof(cts_desc);
+    case op::write_help:
+      return h.len == sizeof(help_desc);
     case op::write:
     case op::read_req:
     case op::notify:
@@ -868,6 +870,7 @@ void progress(ep& e) noexcept {
         case op::read_req:
         case op::read_resp:
         case op::notify:
+        case op::write_help:
           handle_rma_cell(e, c);
           break;
         case op::atomic:

@@ -33,7 +33,7 @@ namespace weft::shm {
 inline constexpr size_t cacheline = 64;
 inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
-inline constexpr uint32_t proto_version = 2;
+inline constexpr uint32_t proto_version = 3;
 
 inline constexpr size_t name_max = 64;          // an endpoint name, NUL included
 inline constexpr size_t inject_max = 4096;      // payload bytes in one cell
@@ -62,6 +62,7 @@ enum class op : uint8_t {
   atomic = 9,     // atomic request: atomic_desc + operands
   atomic_resp = 10,  // atomic result for `id`: err in `data`, fetched values inline
   cts = 11,       // receiver -> sender of rndv `id`: push a part of the message (cts_desc)
+  write_help = 12,  // initiator -> target of a mapped RMA write: copy a part yourself (help_desc)
   max_op
 };
 
@@ -165,6 +166,24 @@ struct cts_desc {
 };
 static_assert(std::is_standard_layout_v<cts_desc> && sizeof(cts_desc) == 96);
 
+// Payload of op::write_help. A large RMA write between mapped backings (see
+// backing_valid) is split like a large message: the initiator copies the
+// first part and offers the rest to the target, whose core is often idle in
+// its progress loop. The slot is in the initiator's region; the target takes
+// the part with a CAS armed -> split_receiver and ends it with split_done or
+// split_failed; an initiator that finds the slot still armed once its own
+// part is copied takes the rest back (armed -> split_sender) and copies it.
+struct help_desc {
+  uint32_t slot;
+  uint32_t gen;
+  uint64_t src_key;   // the initiator's registration holding the source
+  uint64_t src_off;   // offset of the part's first byte in that registration
+  uint64_t dst_key;   // the target's registration
+  uint64_t dst_addr;  // target address of the part, as that registration names it
+  uint64_t len;
+};
+static_assert(std::is_standard_layout_v<help_desc> && sizeof(help_desc) == 48);
+
 // Leading payload of op::write / op::read_req / op::notify and op::atomic.
 struct rma_desc {
   uint64_t addr;  // target address (as the target's registration names it)
@@ -244,6 +263,22 @@ struct alignas(cacheline) domain_hdr {
 static_assert(sizeof(domain_hdr) == cacheline);
 inline constexpr size_t domain_table_off = sizeof(domain_hdr);
 inline constexpr size_t domain_region_size = domain_table_off + size_t{mr_table_slots} * sizeof(mr_slot);
+
+// A registration whose memory lies in one shared mapping of a memfd sealed
+// against shrinking (F_SEAL_SHRINK) is published with that backing, so an
+// initiator may map the same pages and move RMA data with memcpy: no system
+// call per operation, and both buffers stay in the initiator's caches. The
+// seal is what makes the mapping safe: the file can never become shorter
+// than what the initiator mapped, so no access through it can fault.
+//   mr_entry::prov[0]  backing_valid | generation << 32 | fd number in the owner
+//   mr_entry::prov[1]  file offset of seg[0].addr
+//   mr_entry::prov[2]  inode of the file (checked on the fd the initiator gets)
+// The owner holds its own duplicate of the fd while any registration refers
+// to it; the generation changes whenever a new duplicate is made, so a
+// mapping cached under one generation is never used for another file.
+inline constexpr uint64_t backing_valid = 1ULL << 63;
+inline uint32_t backing_gen(uint64_t prov0) { return static_cast<uint32_t>(prov0 >> 32) & 0x7fffffffu; }
+inline int backing_fd(uint64_t prov0) { return static_cast<int>(static_cast<uint32_t>(prov0)); }
 
 inline uint32_t mr_hash(uint64_t key) noexcept {
   key ^= key >> 33;

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -300,6 +301,7 @@ shm_domain& shm_domain::of(domain& d) {
   h->size = domain_region_size;
   h->table_off = domain_table_off;
   h->magic = domain_magic;
+  sd->map_mr = cma_usable() && param_bool("shm", "map_mr").value_or(true);
   d.prov_ctx = sd.release();
   d.prov_close = close_domain;
   d.mr_changed = publish_mr;
@@ -323,13 +325,155 @@ void write_slot(mr_slot& s, uint32_t state, const mr_entry* e) noexcept {
 }
 }  // namespace
 
-void publish_mr(domain& d, uint64_t key) noexcept {
-  if (!d.prov_ctx) return;
-  auto& sd = *static_cast<shm_domain*>(d.prov_ctx);
-  std::lock_guard lock(sd.lock);
-  mr_slot* t = table(sd.region.base());
-  mr_entry e;
-  bool live = d.mrs && d.mrs->find(key, &e);
+shm_domain::~shm_domain() {
+  for (backing& b : backings)
+    if (b.fd >= 0) close(b.fd);
+}
+
+namespace {
+// The shared mapping that holds [addr, addr + len) in this process, from
+// /proc/self/maps: its file's device and inode and the file offset of addr.
+// Only a writable shared mapping that covers the whole range qualifies.
+bool shared_mapping_of(uint64_t addr, uint64_t len, uint64_t* dev, uint64_t* ino, uint64_t* off,
+                       uint64_t* start, uint64_t* end) noexcept {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    std::string line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    unsigned long lo = 0, hi = 0, foff = 0, inode = 0;
+    unsigned maj = 0, min = 0;
+    char perms[8] = {};
+    if (sscanf(line.c_str(), "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &foff, &maj, &min, &inode) != 7)
+      continue;
+    if (addr < lo || addr >= hi) continue;
+    if (addr + len > hi || len > hi - lo || inode == 0 || perms[0] != 'r' || perms[1] != 'w' ||
+        perms[3] != 's')
+      return false;
+    *dev = makedev(maj, min);
+    *ino = inode;
+    *off = foff + (addr - lo);
+    *start = lo;
+    *end = hi;
+    return true;
+  }
+  return false;
+}
+
+// A read-write fd of that file, sealed against shrinking, or -1.
+bool usable_backing(int fd, uint64_t dev, uint64_t ino) noexcept {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev || st.st_ino != ino) return false;
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || (fl & O_ACCMODE) != O_RDWR) return false;
+  int seals = fcntl(fd, F_GET_SEALS);
+  return seals >= 0 && (seals & F_SEAL_SHRINK);
+}
+
+int find_backing_fd(uint64_t dev, uint64_t ino, uint64_t start, uint64_t end) noexcept {
+  // An fd of the file the application still holds ...
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    int own = dirfd(dir);
+    int found = -1;
+    while (dirent* de = readdir(dir)) {
+      char* stop = nullptr;
+      long n = strtol(de->d_name, &stop, 10);
+      if (!*de->d_name || *stop || n < 0 || n == own) continue;
+      if (usable_backing(static_cast<int>(n), dev, ino)) {
+        found = fcntl(static_cast<int>(n), F_DUPFD_CLOEXEC, 3);
+        break;
+      }
+    }
+    closedir(dir);
+    if (found >= 0) return found;
+  }
+  // ... or the mapping itself (needs CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN).
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", static_cast<unsigned long>(start),
+           static_cast<unsigned long>(end));
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (usable_backing(fd, dev, ino)) return fd;
+  close(fd);
+  return -1;
+}
+
+void drop_backing(shm_domain& sd, shm_domain::published& pub) noexcept {
+  if (pub.backing == SIZE_MAX) return;
+  shm_domain::backing& b = sd.backings[pub.backing];
+  if (--b.refs == 0 && b.fd >= 0) {
+    close(b.fd);
+    b = shm_domain::backing{};
+  }
+  pub.backing = SIZE_MAX;
+}
+
+// Fills e.prov with the registration's shared backing, when it has one.
+void attach_backing(shm_domain& sd, mr_entry& e) noexcept {
+  if (!sd.map_mr || e.iov_count != 1 || !e.seg[0].len) return;
+  try {
+    auto [it, fresh] = sd.by_key.try_emplace(e.key);
+    shm_domain::published& pub = it->second;
+    if (!fresh && pub.addr == e.seg[0].addr && pub.len == e.seg[0].len) {
+      memcpy(e.prov, pub.prov, sizeof e.prov);  // re-published (enable): nothing changed
+      return;
+    }
+    drop_backing(sd, pub);
+    pub = shm_domain::published{e.seg[0].addr, e.seg[0].len, {}, SIZE_MAX};
+    uint64_t dev, ino, off, start, end;
+    if (!shared_mapping_of(e.seg[0].addr, e.seg[0].len, &dev, &ino, &off, &start, &end)) return;
+    size_t idx = SIZE_MAX, free_idx = SIZE_MAX;
+    for (size_t i = 0; i < sd.backings.size(); ++i) {
+      if (sd.backings[i].refs && sd.backings[i].dev == dev && sd.backings[i].ino == ino) idx = i;
+      if (!sd.backings[i].refs && free_idx == SIZE_MAX) free_idx = i;
+    }
+    if (idx == SIZE_MAX) {
+      int fd = find_backing_fd(dev, ino, start, end);
+      if (fd < 0) return;
+      if (free_idx == SIZE_MAX) {
+        sd.backings.emplace_back();
+        free_idx = sd.backings.size() - 1;
+      }
+      idx = free_idx;
+      uint32_t gen = sd.next_gen++ & 0x7fffffffu;
+      if (!gen) gen = sd.next_gen++;
+      sd.backings[idx] = shm_domain::backing{dev, ino, fd, gen, 0};
+    }
+    shm_domain::backing& b = sd.backings[idx];
+    ++b.refs;
+    pub.backing = idx;
+    pub.prov[0] = backing_valid | uint64_t{b.gen} << 32 | static_cast<uint32_t>(b.fd);
+    pub.prov[1] = off;
+    pub.prov[2] = ino;
+    memcpy(e.prov, pub.prov, sizeof e.prov);
+  } catch (...) {
+    // No backing published: initiators use CMA.
+  }
+}
+
+void detach_backing(shm_domain& sd, uint64_t key) noexcept {
+  auto it = sd.by_key.find(key);
+  if (it == sd.by_key.end()) return;
+  drop_backing(sd, it->second);
+  sd.by_key.erase(it);
+}
+}  // namespace
+
+namespace {
+// Writes the table slot of `key`: entry e when live, a tombstone otherwise.
+void write_table(mr_slot* t, uint64_t key, bool live, const mr_entry& e) noexcept {
   uint32_t start = mr_hash(key) & (mr_table_slots - 1);
   mr_slot* tomb = nullptr;
   for (uint32_t i = 0; i < mr_table_slots; ++i) {
@@ -345,6 +489,20 @@ void publish_mr(domain& d, uint64_t key) noexcept {
     }
   }
   if (live && tomb) write_slot(*tomb, 1, &e);
+}
+}  // namespace
+
+void publish_mr(domain& d, uint64_t key) noexcept {
+  if (!d.prov_ctx) return;
+  auto& sd = *static_cast<shm_domain*>(d.prov_ctx);
+  std::lock_guard lock(sd.lock);
+  mr_entry e;
+  bool live = d.mrs && d.mrs->find(key, &e);
+  if (live) attach_backing(sd, e);
+  write_table(table(sd.region.base()), key, live, e);
+  // A withdrawn registration's backing fd closes only once no initiator can
+  // read it from the table any more.
+  if (!live) detach_backing(sd, key);
 }
 
 bool lookup_mr(const unsigned char* base, uint64_t key, mr_entry* out) noexcept {

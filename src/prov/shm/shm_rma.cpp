@@ -2,16 +2,27 @@
 // domain's published registration table before it moves a byte; with CMA it
 // then moves the data itself, without CMA it sends the data (or the read
 // request) through the target's queue and the target validates again.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cstring>
 
+#include "core/log.hpp"
 #include "prov/shm/shm_ep.hpp"
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
 #include "util/mr.hpp"
 
 namespace weft::shm {
+
+peer::~peer() {
+  for (remote_map& m : maps)
+    if (m.base) munmap(m.base, m.size);
+}
 
 namespace {
 
@@ -34,12 +45,64 @@ bool map_domain(peer& p) {
   return true;
 }
 
+// Our mapping of a registration's shared backing: the local address of its
+// first byte, or nullptr (no backing, or it cannot be mapped: then CMA).
+constexpr size_t remote_maps_max = 16;
+
+unsigned char* mapped_mr(peer& p, const mr_entry& me) noexcept {
+  if (!(me.prov[0] & backing_valid) || me.iov_count != 1) return nullptr;
+  const uint32_t gen = backing_gen(me.prov[0]);
+  const uint64_t off = me.prov[1];
+  if (off > UINT64_MAX - me.len) return nullptr;
+  for (peer::remote_map& m : p.maps)
+    if (m.gen == gen) {
+      if (!m.base) return nullptr;
+      if (off + me.len <= m.size) return m.base + off;
+      // The file has grown since we mapped it: map it again below.
+      munmap(m.base, m.size);
+      m = p.maps.back();
+      p.maps.pop_back();
+      break;
+    }
+  peer::remote_map m{gen, nullptr, 0};
+  // The owner's duplicate of the fd, fetched with the same ptrace check as CMA.
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, p.pid, 0));
+  int fd = pidfd < 0 ? -1 : static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, backing_fd(me.prov[0]), 0));
+  if (pidfd >= 0) close(pidfd);
+  struct stat st;
+  // Trust nothing the table says: same inode, regular file, sealed against
+  // shrinking (so the mapping can never fault), and long enough.
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_ino) == me.prov[2] &&
+      (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) > 0 && static_cast<uint64_t>(st.st_size) >= off + me.len) {
+    void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base != MAP_FAILED) {
+      m.base = static_cast<unsigned char*>(base);
+      m.size = static_cast<size_t>(st.st_size);
+    }
+  }
+  if (fd >= 0) close(fd);
+  try {
+    if (p.maps.size() >= remote_maps_max) {
+      if (p.maps.front().base) munmap(p.maps.front().base, p.maps.front().size);
+      p.maps.erase(p.maps.begin());
+    }
+    p.maps.push_back(m);
+  } catch (...) {
+    if (m.base) munmap(m.base, m.size);
+    return nullptr;
+  }
+  return m.base ? m.base + off : nullptr;
+}
+
 // Resolves the remote side of an RMA against the target's table: fills
-// remote[] (target addresses) or returns a positive FI_E* code.
+// remote[] (target addresses) or returns a positive FI_E* code. When every
+// piece lies in a mapped shared backing, *mapped is true and remote[] holds
+// our addresses of those bytes instead.
 int resolve_remote(peer& p, const fi_rma_iov* riov, size_t rcount, uint64_t access, iovec* remote,
-                   size_t* nremote) {
+                   size_t* nremote, bool try_map, bool* mapped) {
   if (!map_domain(p)) return FI_EIO;
   size_t n = 0;
+  bool all_mapped = try_map;
   for (size_t i = 0; i < rcount; ++i) {
     mr_entry me;
     if (!lookup_mr(p.domain_region.base(), riov[i].key, &me)) return FI_EACCES;
@@ -47,18 +110,103 @@ int resolve_remote(peer& p, const fi_rma_iov* riov, size_t rcount, uint64_t acce
     size_t count = 0;
     int ret = mr_entry_resolve(me, riov[i].addr, riov[i].len, access, pieces, &count);
     if (ret) return FI_EACCES;
+    unsigned char* local = all_mapped ? mapped_mr(p, me) : nullptr;
+    if (!local) all_mapped = false;
     for (size_t j = 0; j < count; ++j) {
       if (n == iov_max * mr_iov_max) return FI_EINVAL;
-      remote[n++] = pieces[j];
+      remote[n] = pieces[j];
+      if (local)  // a single-segment registration: offset from its first byte
+        remote[n].iov_base = local + (static_cast<unsigned char*>(pieces[j].iov_base) -
+                                      reinterpret_cast<unsigned char*>(me.seg[0].addr));
+      ++n;
     }
   }
+  if (!all_mapped && try_map) {
+    // Some piece is not mapped: go back to the target's addresses for CMA.
+    return resolve_remote(p, riov, rcount, access, remote, nremote, false, mapped);
+  }
+  *mapped = all_mapped;
   *nremote = n;
   return 0;
 }
 
+// memcpy between a local iov and mapped remote pieces of the same total length.
+void map_copy(bool write, const iovec* local, size_t lc, const iovec* remote, size_t rc) noexcept {
+  size_t li = 0, ri = 0, lo = 0, ro = 0;
+  while (li < lc && ri < rc) {
+    size_t n = std::min(local[li].iov_len - lo, remote[ri].iov_len - ro);
+    auto* l = static_cast<unsigned char*>(local[li].iov_base) + lo;
+    auto* r = static_cast<unsigned char*>(remote[ri].iov_base) + ro;
+    if (n) write ? memcpy(r, l, n) : memcpy(l, r, n);
+    lo += n;
+    ro += n;
+    if (lo == local[li].iov_len) ++li, lo = 0;
+    if (ro == remote[ri].iov_len) ++ri, ro = 0;
+  }
+}
 
-ssize_t rma_generic(ep& e, bool write, const iovec* iov, size_t count, fi_addr_t addr, const fi_rma_iov* riov,
-                    size_t rcount, uint64_t data, void* context, uint64_t flags) noexcept {
+// The registration (key and offset) holding [buf, buf + len) when it has a
+// shared backing a target can map: from the application's descriptor.
+bool local_backing(ep& e, void* desc, const void* buf, size_t len, uint64_t* key, uint64_t* off) noexcept {
+  if (!desc || !e.dom->mrs || e.dom->mrs->check_local(desc, buf, len, 0, key) != 0) return false;
+  auto& sd = shm_domain::of(*e.dom);
+  mr_entry me;
+  if (!lookup_mr(sd.region.base(), *key, &me) || !(me.prov[0] & backing_valid) || me.iov_count != 1) return false;
+  *off = reinterpret_cast<uintptr_t>(buf) - me.seg[0].addr;
+  return true;
+}
+
+// A large write between two mapped backings: copies [0, first) here and
+// offers the rest to the target (op::write_help). Returns 0 or a FI_E* code.
+int split_write(ep& e, peer& p, unsigned char* dst, const unsigned char* src, size_t len, uint64_t src_key,
+                uint64_t src_off, const fi_rma_iov& riov) noexcept {
+  const size_t first = (len / 2) & ~size_t{4095};
+  uint32_t s = static_cast<uint32_t>(std::countr_one(e.split_busy));
+  uint32_t gen = (++e.split_gen[s]) & 0x1fffffff;
+  if (!gen) gen = e.split_gen[s] = 1;
+  std::atomic<uint32_t>& word = e.me.splits()[s].word;
+  word.store(split_word(gen, split_armed), std::memory_order_release);
+  help_desc d{s, gen, src_key, src_off + first, riov.key, riov.addr + first, len - first};
+  hdr_fields h{};
+  h.opcode = op::write_help;
+  // Offered only when the cell goes out now (a backlogged cell would come too late).
+  bool offered = e.backlog.empty() && send_cell(e, p, h, &d, sizeof d);
+  e.split_busy |= uint64_t{1} << s;
+  memcpy(dst, src, offered ? first : len);
+  int err = 0;
+  if (offered) {
+    uint32_t expect = split_word(gen, split_armed);
+    for (uint32_t spins = 0;; ++spins) {
+      uint32_t w = word.load(std::memory_order_acquire);
+      uint32_t st = w & 7;
+      if (st == split_armed) {
+        if (word.compare_exchange_strong(expect, split_word(gen, split_sender), std::memory_order_acq_rel)) {
+          memcpy(dst + first, src + first, len - first);  // not taken: copy it here
+          break;
+        }
+        continue;
+      }
+      if (st == split_done) break;
+      if (st == split_failed) {
+        memcpy(dst + first, src + first, len - first);
+        break;
+      }
+      // The target is copying: it ends the slot, unless it dies meanwhile.
+      if ((spins & 1023) == 1023 && !pid_alive(p.pid)) {
+        err = FI_EIO;
+        break;
+      }
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+  e.split_busy &= ~(uint64_t{1} << s);
+  return err;
+}
+
+ssize_t rma_generic(ep& e, bool write, const iovec* iov, void* const* desc, size_t count, fi_addr_t addr,
+                    const fi_rma_iov* riov, size_t rcount, uint64_t data, void* context, uint64_t flags) noexcept {
   if (!e.enabled) [[unlikely]]
     return -FI_EOPBADSTATE;
   if (count > iov_max || rcount > iov_max || !rcount || (count && !iov) || !riov) [[unlikely]]
@@ -79,16 +227,30 @@ ssize_t rma_generic(ep& e, bool write, const iovec* iov, size_t count, fi_addr_t
   }
   iovec remote[iov_max * mr_iov_max];
   size_t nremote = 0;
-  if (int err = resolve_remote(*p, riov, rcount, write ? FI_REMOTE_WRITE : FI_REMOTE_READ, remote, &nremote)) {
+  bool mapped = false;
+  if (int err = resolve_remote(*p, riov, rcount, write ? FI_REMOTE_WRITE : FI_REMOTE_READ, remote, &nremote,
+                               p->cma && e.map_mr, &mapped)) {
     tx_fail(e, context, cq_flags, flags, err, 0);
     return 0;
   }
   bool target_events = p->view().hdr()->rma_events.load(std::memory_order_acquire);
-  if (p->cma) {
+  uint64_t src_key, src_off;
+  if (mapped && write && len >= split_min && e.split_enabled && count == 1 && nremote == 1 && rcount == 1 &&
+      e.split_busy != ~uint64_t{0} && desc && local_backing(e, desc[0], iov[0].iov_base, len, &src_key, &src_off)) {
+    if (int err = split_write(e, *p, static_cast<unsigned char*>(remote[0].iov_base),
+                              static_cast<const unsigned char*>(iov[0].iov_base), len, src_key, src_off, riov[0])) {
+      tx_fail(e, context, cq_flags, flags, err, 0);
+      return 0;
+    }
+  } else if (mapped) {
+    map_copy(write, iov, count, remote, nremote);
+  } else if (p->cma) {
     if (int err = cma_copy(write, p->pid, iov, count, remote, nremote, 0, len)) {
       tx_fail(e, context, cq_flags, flags, err, 0);
       return 0;
     }
+  }
+  if (mapped || p->cma) {
     if ((write && (flags & FI_REMOTE_CQ_DATA)) || target_events) {
       hdr_fields h{};
       h.opcode = op::notify;
@@ -189,10 +351,44 @@ void respond(ep& e, uint32_t slot, op opcode, uint64_t id, uint64_t err, uint64_
 
 }  // namespace
 
+namespace {
+// Target side of a split write: copy the offered part from the initiator's
+// backing into our own registration, if the slot is still armed.
+void handle_write_help(ep& e, const cell* c) noexcept {
+  help_desc d;
+  memcpy(&d, c->payload, sizeof d);
+  peer* p = sender_of(e, c->h.src);
+  if (!p || d.slot >= split_slots) return;
+  std::atomic<uint32_t>& word = p->view().splits()[d.slot].word;
+  uint32_t expect = split_word(d.gen, split_armed);
+  if (!word.compare_exchange_strong(expect, split_word(d.gen, split_receiver), std::memory_order_acq_rel))
+    return;  // the initiator copied it already
+  bool ok = false;
+  void* dst = nullptr;
+  mr_entry me;
+  // Both sides checked again here: our own table for the destination, the
+  // initiator's published one for the source.
+  if (e.map_mr && e.dom->mrs && e.dom->mrs->check(d.dst_key, d.dst_addr, d.len, FI_REMOTE_WRITE, &dst) == 0 &&
+      map_domain(*p) && lookup_mr(p->domain_region.base(), d.src_key, &me) && me.iov_count == 1 &&
+      (me.flags & mr_entry_enabled) && d.src_off <= me.seg[0].len && d.len <= me.seg[0].len - d.src_off) {
+    if (const unsigned char* src = mapped_mr(*p, me)) {
+      memcpy(dst, src + d.src_off, d.len);
+      ok = true;
+    }
+  }
+  word.store(split_word(d.gen, ok ? split_done : split_failed), std::memory_order_release);
+  WEFT_DEBUG(FI_LOG_EP_DATA, "shm: split write: %s %llu bytes for slot %u", ok ? "copied" : "refused",
+             static_cast<unsigned long long>(d.len), c->h.src);
+}
+}  // namespace
+
 void handle_rma_cell(ep& e, cell* c) noexcept {
   const cell_hdr& h = c->h;
   rma_desc d;
   switch (h.opcode) {
+    case op::write_help:
+      handle_write_help(e, c);
+      return;
     case op::notify:
       if (h.len < sizeof d) return;
       remote_event(e, !(h.flags & flag_read), h.flags, h.size, h.data);
@@ -261,61 +457,61 @@ void handle_rma_cell(ep& e, cell* c) noexcept {
 
 namespace {
 
-ssize_t r_read(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr, uint64_t key,
+ssize_t r_read(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src, uint64_t addr, uint64_t key,
                void* ctx) noexcept {
   ep& e = ep_of(f);
   iovec v{buf, len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(e, false, &v, 1, src, &r, 1, 0, ctx, tx_flags_of(f, e));
+  return rma_generic(e, false, &v, &desc, 1, src, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
-ssize_t r_readv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t addr, uint64_t key,
+ssize_t r_readv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t addr, uint64_t key,
                 void* ctx) noexcept {
   ep& e = ep_of(f);
   fi_rma_iov r{addr, iov_total(iov, count), key};
-  return rma_generic(e, false, iov, count, src, &r, 1, 0, ctx, tx_flags_of(f, e));
+  return rma_generic(e, false, iov, desc, count, src, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t r_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept {
   if (!msg) return -FI_EINVAL;
   if (!only(flags, rma_flags_ok)) return -FI_EBADFLAGS;
-  return rma_generic(ep_of(f), false, msg->msg_iov, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
+  return rma_generic(ep_of(f), false, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
                      msg->data, msg->context, flags);
 }
-ssize_t r_write(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr, uint64_t key,
+ssize_t r_write(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr, uint64_t key,
                 void* ctx) noexcept {
   ep& e = ep_of(f);
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(e, true, &v, 1, dest, &r, 1, 0, ctx, tx_flags_of(f, e));
+  return rma_generic(e, true, &v, &desc, 1, dest, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
-ssize_t r_writev(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+ssize_t r_writev(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
                  void* ctx) noexcept {
   ep& e = ep_of(f);
   fi_rma_iov r{addr, iov_total(iov, count), key};
-  return rma_generic(e, true, iov, count, dest, &r, 1, 0, ctx, tx_flags_of(f, e));
+  return rma_generic(e, true, iov, desc, count, dest, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
 ssize_t r_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept {
   if (!msg) return -FI_EINVAL;
   if (!only(flags, rma_flags_ok)) return -FI_EBADFLAGS;
-  return rma_generic(ep_of(f), true, msg->msg_iov, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
+  return rma_generic(ep_of(f), true, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
                      msg->data, msg->context, flags);
 }
 ssize_t r_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key) noexcept {
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(ep_of(f), true, &v, 1, dest, &r, 1, 0, nullptr, FI_INJECT | flag_no_cq);
+  return rma_generic(ep_of(f), true, &v, nullptr, 1, dest, &r, 1, 0, nullptr, FI_INJECT | flag_no_cq);
 }
-ssize_t r_writedata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest, uint64_t addr,
+ssize_t r_writedata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest, uint64_t addr,
                     uint64_t key, void* ctx) noexcept {
   ep& e = ep_of(f);
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(e, true, &v, 1, dest, &r, 1, data, ctx, tx_flags_of(f, e) | FI_REMOTE_CQ_DATA);
+  return rma_generic(e, true, &v, &desc, 1, dest, &r, 1, data, ctx, tx_flags_of(f, e) | FI_REMOTE_CQ_DATA);
 }
 ssize_t r_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest, uint64_t addr,
                      uint64_t key) noexcept {
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
-  return rma_generic(ep_of(f), true, &v, 1, dest, &r, 1, data, nullptr,
+  return rma_generic(ep_of(f), true, &v, nullptr, 1, dest, &r, 1, data, nullptr,
                      FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
 }
 
