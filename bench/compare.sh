@@ -118,7 +118,10 @@ declare -A key_args=(
   [lat]="-t tagged_lat -s 8|2"
   [tbw]="-t tagged_bw -s 1M|7"   [tbw2]="-t tagged_bw -s 1M -w 2|7"
   [wbw]="-t write_bw -s 1M|7"    [wbw2]="-t write_bw -s 1M -w 2|7"
+  [wbwm1]="-t write_bw -s 1M -w 1 --mem memfd|7" [wbwm2]="-t write_bw -s 1M -w 2 --mem memfd|7"
 )
+# weft-perf runs that share one UCX measurement
+declare -A key_more=([tbw]="tbw2" [wbw]="wbw2 wbwm1 wbwm2")
 # ucx_perftest: test, size, iterations, warm-up iterations | Final: field
 # (3: latency 50th percentile, µs one-way; 7: overall bandwidth, MiB/s)
 declare -A key_ucx=(
@@ -163,7 +166,7 @@ for ((r = 1; r <= key_rounds; r++)); do
         key_ucx "$m" "$r"
       else
         key_wp "$lib" "$m" "$r"
-        [ "$m" != lat ] && key_wp "$lib" "${m}2" "$r"
+        for extra in ${key_more[$m]}; do key_wp "$lib" "$extra" "$r"; done
       fi
     done
   done
@@ -333,6 +336,8 @@ key_runs_row() {  # label metric lib kind
   key_row "1 MiB tagged bandwidth (MB/s), window 2" tbw2 tbw bw
   key_row "1 MiB RMA write bandwidth (MB/s), window 64" wbw wbw bw
   key_row "1 MiB RMA write bandwidth (MB/s), window 2" wbw2 wbw bw
+  key_row "1 MiB RMA write bandwidth (MB/s), shared memory, window 1" wbwm1 wbw bw
+  key_row "1 MiB RMA write bandwidth (MB/s), shared memory, window 2" wbwm2 wbw bw
   echo
   echo "Choices:"
   echo
@@ -347,6 +352,13 @@ key_runs_row() {  # label metric lib kind
   echo "  the target verdict can differ between them."
   echo "- RMA write: weft-perf \`write_bw\` waits for the local completion of every write of"
   echo "  a window; ucx_perftest \`ucp_put_bw\` posts puts and flushes at the end."
+  echo "- RMA write memory: ucx_perftest allocates its buffers with \`ucp_mem_map\`, which"
+  echo "  puts them in shared memory the peer maps, so its puts are a memcpy. The libfabric"
+  echo "  API has no allocator: the application brings the memory. The \"shared memory\" rows"
+  echo "  give weft-perf the same kind of memory (\`--mem memfd\`: a memfd sealed against"
+  echo "  shrinking, for weft and libfabric alike); weft then maps the target's backing and"
+  echo "  splits each large write with the target's progress loop. The other write rows use"
+  echo "  heap memory, where weft and libfabric both use CMA."
   echo "- Latency: 8-byte \`fi_tinject\` ping-pong (weft-perf \`tagged_lat\`) vs UCP tag ping-pong."
   echo "- Medians over $key_rounds runs, not means: the machine is shared, and a preempted run is an outlier."
   echo
@@ -355,16 +367,17 @@ key_runs_row() {  # label metric lib kind
   echo "| metric | library | runs in round order |"
   echo "|---|---|---|"
   for spec in "8 B tagged latency (µs)|lat|lat" "1 MiB tagged bw, window 64|tbw|bw" "1 MiB tagged bw, window 2|tbw2|bw" \
-              "1 MiB write bw, window 64|wbw|bw" "1 MiB write bw, window 2|wbw2|bw"; do
+              "1 MiB write bw, window 64|wbw|bw" "1 MiB write bw, window 2|wbw2|bw" \
+              "1 MiB write bw, memfd, window 1|wbwm1|bw" "1 MiB write bw, memfd, window 2|wbwm2|bw"; do
     IFS='|' read -r label m kd <<<"$spec"
     key_runs_row "$label" "$m" weft "$kd"; key_runs_row "$label" "$m" lf "$kd"
-    case $m in tbw2|wbw2) ;; *) key_runs_row "$label" "$m" ucx "$kd";; esac
+    case $m in tbw2|wbw2|wbwm1|wbwm2) ;; *) key_runs_row "$label" "$m" ucx "$kd";; esac
   done
   echo
   echo "Commands (weft: prefix \`LD_LIBRARY_PATH=$weft_lib\`; libfabric: \`FI_LOG_LEVEL=warn\`):"
   echo
   echo '```'
-  for m in lat tbw tbw2 wbw wbw2; do
+  for m in lat tbw tbw2 wbw wbw2 wbwm1 wbwm2; do
     spec=${key_args[$m]}
     echo "weft-perf -p shm ${spec%|*} --time $key_time --cpus $cpu_a,$cpu_b --csv   # column $(if [ "${spec#*|}" = 2 ]; then echo lat_us_median; else echo bw_MBps_mean; fi)"
   done
