@@ -166,7 +166,7 @@ for ((r = 1; r <= key_rounds; r++)); do
         key_ucx "$m" "$r"
       else
         key_wp "$lib" "$m" "$r"
-        for extra in ${key_more[$m]}; do key_wp "$lib" "$extra" "$r"; done
+        for extra in ${key_more[$m]:-}; do key_wp "$lib" "$extra" "$r"; done
       fi
     done
   done
