@@ -65,6 +65,9 @@ for t in msg_lat msg_bw tagged_lat tagged_bw rate write_lat write_bw read_lat re
   check_test "$t" -p shm -t "$t" -s 1:64K -n 20 -w 8
 done
 check_test "msg_bw 4M" -p shm -t msg_bw -s 4M -n 4 -w 2
+# Shared-memory buffers: weft maps the target's backing and splits large writes.
+check_test "write_bw memfd" -p shm -t write_bw --mem memfd -s 4K:2M -n 8 -w 2
+check_test "read_bw memfd" -p shm -t read_bw --mem memfd -s 4K:2M -n 8 -w 2
 for op in fadd cswap; do
   check_test "atomic_lat $op" -p shm -t atomic_lat --op "$op" -s 8:32 -n 50
   check_test "atomic_rate $op" -p shm -t atomic_rate --op "$op" -s 8:32 -n 64 -w 16
