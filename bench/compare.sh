@@ -26,10 +26,12 @@ build=${1:-$root/build}
 mkdir -p "$build"
 build=$(cd "$build" && pwd)
 perf=$build/bin/weft-perf
-if [ ! -x "$perf" ]; then
-  echo "compare: building weft-perf in $build"
+floor=$build/bin/cacheline-pingpong
+if [ ! -x "$perf" ] || [ ! -x "$floor" ]; then
+  echo "compare: building weft-perf and cacheline-pingpong in $build"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    cmake --build "$build" -j2 --target weft-perf >/dev/null || { echo "compare: build failed"; exit 1; }
+    cmake --build "$build" -j2 --target weft-perf cacheline-pingpong >/dev/null ||
+    { echo "compare: build failed"; exit 1; }
 fi
 
 out=${OUT:-$root/bench/results/$(date +%Y-%m-%d_%H%M%S)}
@@ -151,6 +153,16 @@ key_ucx() {  # metric round
   wait "$srv" 2>/dev/null
   if [ -n "$v" ]; then echo "$m ucx $r $v" >>"$key"; else note "key: ucx_perftest $t round $r failed"; fi
 }
+key_floor() {  # round: the cache-line floor, right before the latency runs
+  local v
+  v=$(timeout 60 "$floor" "$cpu_a" "$cpu_b" 1000000 2>>"$log")
+  if [ -n "$v" ]; then
+    echo "floor hw $1 $(awk '$1 == "floor_ns" {printf "%.4f", $2 / 1000}' <<<"$v")" >>"$key"
+    echo "floor_sampled hw $1 $(awk '$1 == "floor_sampled_ns" {printf "%.4f", $2 / 1000}' <<<"$v")" >>"$key"
+  else
+    note "key: cacheline-pingpong round $1 failed"
+  fi
+}
 key_libs=()
 [ "${weft_has[shm]}" = 1 ] && key_libs+=(weft)
 key_libs+=(lf)
@@ -161,6 +173,7 @@ for ((r = 1; r <= key_rounds; r++)); do
   order=()
   for ((i = 0; i < nl; i++)); do order+=("${key_libs[$(( (i + r - 1) % nl ))]}"); done
   for m in lat tbw wbw; do
+    [ $m = lat ] && key_floor "$r"
     for lib in "${order[@]}"; do
       if [ "$lib" = ucx ]; then
         key_ucx "$m" "$r"
@@ -339,6 +352,11 @@ key_runs_row() {  # label metric lib kind
   key_row "1 MiB RMA write bandwidth (MB/s), shared memory, window 1" wbwm1 wbw bw
   key_row "1 MiB RMA write bandwidth (MB/s), shared memory, window 2" wbwm2 wbw bw
   echo
+  fl=$(key_med floor hw); fs=$(key_med floor_sampled hw)
+  echo "The floor under the latency row, in the same rounds: moving one cache line from CPU $cpu_a"
+  echo "to CPU $cpu_b and back (\`cacheline-pingpong\`, one-way) takes a median $(key_fmt "$fl" lat) µs, or"
+  echo "$(key_fmt "$fs" lat) µs with one TSC sample per round trip as both latency tests take. Every"
+  echo "one-way message costs at least this; what a library adds is the rest."
   echo "Choices:"
   echo
   echo "- weft and libfabric are both measured by the same weft-perf binary (weft with"
@@ -366,6 +384,7 @@ key_runs_row() {  # label metric lib kind
   echo
   echo "| metric | library | runs in round order |"
   echo "|---|---|---|"
+  key_runs_row "cache-line floor (µs)" floor hw lat
   for spec in "8 B tagged latency (µs)|lat|lat" "1 MiB tagged bw, window 64|tbw|bw" "1 MiB tagged bw, window 2|tbw2|bw" \
               "1 MiB write bw, window 64|wbw|bw" "1 MiB write bw, window 2|wbw2|bw" \
               "1 MiB write bw, memfd, window 1|wbwm1|bw" "1 MiB write bw, memfd, window 2|wbwm2|bw"; do
