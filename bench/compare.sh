@@ -130,7 +130,12 @@ declare -A key_ucx=(
   [lat]="tag_lat 8 200000 10000|3"
   [tbw]="tag_bw 1048576 2000 200|7"
   [wbw]="ucp_put_bw 1048576 5000 500|7"
+  [wbwh]="ucp_put_bw 1048576 2000 200|7"
 )
+# Extra environment per UCX metric. wbwh: ucp_mem_map allocates from the heap
+# (UCX_ALLOC_PRIO=heap) instead of shared memory, like a libfabric application's
+# own buffers: the puts then go through CMA.
+declare -A key_ucx_env=([wbwh]="UCX_ALLOC_PRIO=heap")
 ucx_sm_env=(UCX_TLS=posix,cma,self)
 key_wp() {  # lib metric round
   local lib=$1 m=$2 r=$3 envs v
@@ -142,12 +147,14 @@ key_wp() {  # lib metric round
 }
 key_ucx() {  # metric round
   local m=$1 r=$2 spec=${key_ucx[$1]} t s n w srv v
+  local envs=("${ucx_sm_env[@]}")
+  [ -n "${key_ucx_env[$m]:-}" ] && envs+=(${key_ucx_env[$m]})
   read -r t s n w <<<"${spec%|*}"
   port=$((port + 1))
-  env "${ucx_sm_env[@]}" timeout 60 taskset -c "$cpu_b" ucx_perftest -p "$port" >/dev/null 2>>"$log" &
+  env "${envs[@]}" timeout 60 taskset -c "$cpu_b" ucx_perftest -p "$port" >/dev/null 2>>"$log" &
   srv=$!
   sleep 0.2
-  v=$(env "${ucx_sm_env[@]}" timeout 60 taskset -c "$cpu_a" ucx_perftest -p "$port" 127.0.0.1 \
+  v=$(env "${envs[@]}" timeout 60 taskset -c "$cpu_a" ucx_perftest -p "$port" 127.0.0.1 \
         -t "$t" -s "$s" -n "$n" -w "$w" 2>>"$log" |
       awk -v f="${spec#*|}" '/^Final:/ { if (f == 7) printf "%.1f\n", $f * 1.048576; else print $f }')
   wait "$srv" 2>/dev/null
@@ -177,6 +184,7 @@ for ((r = 1; r <= key_rounds; r++)); do
     for lib in "${order[@]}"; do
       if [ "$lib" = ucx ]; then
         key_ucx "$m" "$r"
+        [ $m = wbw ] && key_ucx wbwh "$r"
       else
         key_wp "$lib" "$m" "$r"
         for extra in ${key_more[$m]:-}; do key_wp "$lib" "$extra" "$r"; done
@@ -347,8 +355,8 @@ key_runs_row() {  # label metric lib kind
   key_row "8 B tagged latency (µs)" lat lat lat
   key_row "1 MiB tagged bandwidth (MB/s), window 64" tbw tbw bw
   key_row "1 MiB tagged bandwidth (MB/s), window 2" tbw2 tbw bw
-  key_row "1 MiB RMA write bandwidth (MB/s), window 64" wbw wbw bw
-  key_row "1 MiB RMA write bandwidth (MB/s), window 2" wbw2 wbw bw
+  key_row "1 MiB RMA write bandwidth (MB/s), heap memory, window 64" wbw wbwh bw
+  key_row "1 MiB RMA write bandwidth (MB/s), heap memory, window 2" wbw2 wbwh bw
   key_row "1 MiB RMA write bandwidth (MB/s), shared memory, window 1" wbwm1 wbw bw
   key_row "1 MiB RMA write bandwidth (MB/s), shared memory, window 2" wbwm2 wbw bw
   echo
@@ -356,7 +364,10 @@ key_runs_row() {  # label metric lib kind
   echo "The floor under the latency row, in the same rounds: moving one cache line from CPU $cpu_a"
   echo "to CPU $cpu_b and back (\`cacheline-pingpong\`, one-way) takes a median $(key_fmt "$fl" lat) µs, or"
   echo "$(key_fmt "$fs" lat) µs with one TSC sample per round trip as both latency tests take. Every"
-  echo "one-way message costs at least this; what a library adds is the rest."
+  echo "one-way message costs at least this; what a library adds is the rest. The floor moves"
+  echo "with the VM's placement from round to round: compare it with the latency runs of the"
+  echo "same round in the table below."
+  echo
   echo "Choices:"
   echo
   echo "- weft and libfabric are both measured by the same weft-perf binary (weft with"
@@ -375,8 +386,9 @@ key_runs_row() {  # label metric lib kind
   echo "  API has no allocator: the application brings the memory. The \"shared memory\" rows"
   echo "  give weft-perf the same kind of memory (\`--mem memfd\`: a memfd sealed against"
   echo "  shrinking, for weft and libfabric alike); weft then maps the target's backing and"
-  echo "  splits each large write with the target's progress loop. The other write rows use"
-  echo "  heap memory, where weft and libfabric both use CMA."
+  echo "  splits each large write with the target's progress loop. The heap rows give all"
+  echo "  three heap memory (weft-perf's default; ucx_perftest with \`UCX_ALLOC_PRIO=heap\`):"
+  echo "  all three then write with CMA."
   echo "- Latency: 8-byte \`fi_tinject\` ping-pong (weft-perf \`tagged_lat\`) vs UCP tag ping-pong."
   echo "- Medians over $key_rounds runs, not means: the machine is shared, and a preempted run is an outlier."
   echo
@@ -391,6 +403,7 @@ key_runs_row() {  # label metric lib kind
     IFS='|' read -r label m kd <<<"$spec"
     key_runs_row "$label" "$m" weft "$kd"; key_runs_row "$label" "$m" lf "$kd"
     case $m in tbw2|wbw2|wbwm1|wbwm2) ;; *) key_runs_row "$label" "$m" ucx "$kd";; esac
+    [ $m = wbw ] && key_runs_row "$label (UCX heap)" wbwh ucx "$kd"
   done
   echo
   echo "Commands (weft: prefix \`LD_LIBRARY_PATH=$weft_lib\`; libfabric: \`FI_LOG_LEVEL=warn\`):"
@@ -400,10 +413,10 @@ key_runs_row() {  # label metric lib kind
     spec=${key_args[$m]}
     echo "weft-perf -p shm ${spec%|*} --time $key_time --cpus $cpu_a,$cpu_b --csv   # column $(if [ "${spec#*|}" = 2 ]; then echo lat_us_median; else echo bw_MBps_mean; fi)"
   done
-  for m in lat tbw wbw; do
+  for m in lat tbw wbw wbwh; do
     spec=${key_ucx[$m]}; read -r t sz n w <<<"${spec%|*}"
-    echo "UCX_TLS=posix,cma,self taskset -c $cpu_b ucx_perftest -p PORT &"
-    echo "UCX_TLS=posix,cma,self taskset -c $cpu_a ucx_perftest -p PORT 127.0.0.1 -t $t -s $sz -n $n -w $w   # Final: $(if [ "${spec#*|}" = 3 ]; then echo '50.0%ile'; else echo 'overall MiB/s'; fi)"
+    echo "${key_ucx_env[$m]:+${key_ucx_env[$m]} }UCX_TLS=posix,cma,self taskset -c $cpu_b ucx_perftest -p PORT &"
+    echo "${key_ucx_env[$m]:+${key_ucx_env[$m]} }UCX_TLS=posix,cma,self taskset -c $cpu_a ucx_perftest -p PORT 127.0.0.1 -t $t -s $sz -n $n -w $w   # Final: $(if [ "${spec#*|}" = 3 ]; then echo '50.0%ile'; else echo 'overall MiB/s'; fi)"
   done
   echo '```'
   echo

@@ -53,11 +53,13 @@ unsigned char* mapped_mr(peer& p, const mr_entry& me) noexcept {
   if (!(me.prov[0] & backing_valid) || me.iov_count != 1) return nullptr;
   const uint32_t gen = backing_gen(me.prov[0]);
   const uint64_t off = me.prov[1];
-  if (off > UINT64_MAX - me.len) return nullptr;
+  // Accesses are bounded by the segment (what mr_entry_resolve checks against).
+  const uint64_t len = me.seg[0].len;
+  if (off > UINT64_MAX - len) return nullptr;
   for (peer::remote_map& m : p.maps)
     if (m.gen == gen) {
       if (!m.base) return nullptr;
-      if (off + me.len <= m.size) return m.base + off;
+      if (off + len <= m.size) return m.base + off;
       // The file has grown since we mapped it: map it again below.
       munmap(m.base, m.size);
       m = p.maps.back();
@@ -70,10 +72,11 @@ unsigned char* mapped_mr(peer& p, const mr_entry& me) noexcept {
   int fd = pidfd < 0 ? -1 : static_cast<int>(syscall(SYS_pidfd_getfd, pidfd, backing_fd(me.prov[0]), 0));
   if (pidfd >= 0) close(pidfd);
   struct stat st;
+  const int seals = fd >= 0 ? fcntl(fd, F_GET_SEALS) : -1;
   // Trust nothing the table says: same inode, regular file, sealed against
   // shrinking (so the mapping can never fault), and long enough.
   if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_ino) == me.prov[2] &&
-      (fcntl(fd, F_GET_SEALS) & F_SEAL_SHRINK) > 0 && static_cast<uint64_t>(st.st_size) >= off + me.len) {
+      seals >= 0 && (seals & F_SEAL_SHRINK) && static_cast<uint64_t>(st.st_size) >= off + len) {
     void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base != MAP_FAILED) {
       m.base = static_cast<unsigned char*>(base);
