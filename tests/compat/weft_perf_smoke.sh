@@ -65,6 +65,8 @@ for t in msg_lat msg_bw tagged_lat tagged_bw rate write_lat write_bw read_lat re
   check_test "$t" -p shm -t "$t" -s 1:64K -n 20 -w 8
 done
 check_test "msg_bw 4M" -p shm -t msg_bw -s 4M -n 4 -w 2
+# Large writes are split with the target (CMA from the heap, memcpy from memfd).
+check_test "write_bw heap 4M" -p shm -t write_bw -s 256K:4M -n 8 -w 2
 # Shared-memory buffers: weft maps the target's backing and splits large writes.
 check_test "write_bw memfd" -p shm -t write_bw --mem memfd -s 4K:2M -n 8 -w 2
 check_test "read_bw memfd" -p shm -t read_bw --mem memfd -s 4K:2M -n 8 -w 2

@@ -166,23 +166,29 @@ struct cts_desc {
 };
 static_assert(std::is_standard_layout_v<cts_desc> && sizeof(cts_desc) == 96);
 
-// Payload of op::write_help. A large RMA write between mapped backings (see
-// backing_valid) is split like a large message: the initiator copies the
-// first part and offers the rest to the target, whose core is often idle in
-// its progress loop. The slot is in the initiator's region; the target takes
-// the part with a CAS armed -> split_receiver and ends it with split_done or
-// split_failed; an initiator that finds the slot still armed once its own
-// part is copied takes the rest back (armed -> split_sender) and copies it.
+// Payload of op::write_help. A large RMA write is split like a large
+// message: the initiator copies the first part and offers the rest to the
+// target, whose core is often idle in its progress loop. The target copies
+// its part from the initiator's mapped backing (help_mapped: both sides'
+// registrations have one, see backing_valid) or with process_vm_readv from
+// the initiator's address space (help_cma). The slot is in the initiator's
+// region; the target takes the part with a CAS armed -> split_receiver and
+// ends it with split_done or split_failed; an initiator that finds the slot
+// still armed once its own part is copied takes the rest back
+// (armed -> split_sender) and copies it.
+enum help_mode : uint32_t { help_mapped = 1, help_cma = 2 };
 struct help_desc {
   uint32_t slot;
   uint32_t gen;
-  uint64_t src_key;   // the initiator's registration holding the source
-  uint64_t src_off;   // offset of the part's first byte in that registration
+  uint32_t mode;      // help_mode
+  uint32_t reserved;
+  uint64_t src_key;   // help_mapped: the initiator's registration holding the source
+  uint64_t src;       // help_mapped: offset in that registration; help_cma: the initiator's address
   uint64_t dst_key;   // the target's registration
   uint64_t dst_addr;  // target address of the part, as that registration names it
   uint64_t len;
 };
-static_assert(std::is_standard_layout_v<help_desc> && sizeof(help_desc) == 48);
+static_assert(std::is_standard_layout_v<help_desc> && sizeof(help_desc) == 56);
 
 // Leading payload of op::write / op::read_req / op::notify and op::atomic.
 struct rma_desc {

@@ -159,39 +159,53 @@ bool local_backing(ep& e, void* desc, const void* buf, size_t len, uint64_t* key
   return true;
 }
 
-// A large write between two mapped backings: copies [0, first) here and
-// offers the rest to the target (op::write_help). Returns 0 or a FI_E* code.
-int split_write(ep& e, peer& p, unsigned char* dst, const unsigned char* src, size_t len, uint64_t src_key,
-                uint64_t src_off, const fi_rma_iov& riov) noexcept {
+// A large write to one contiguous remote range: copies [0, first) here (with
+// memcpy when `mapped`, else CMA) and offers the rest to the target
+// (op::write_help). `dst` is our mapping of the target's bytes (mapped) or
+// the target's address (CMA). Returns 0 or a FI_E* code.
+int split_write(ep& e, peer& p, bool mapped, void* dst, const unsigned char* src, size_t len,
+                const help_desc& offer) noexcept {
   const size_t first = (len / 2) & ~size_t{4095};
   uint32_t s = static_cast<uint32_t>(std::countr_one(e.split_busy));
   uint32_t gen = (++e.split_gen[s]) & 0x1fffffff;
   if (!gen) gen = e.split_gen[s] = 1;
   std::atomic<uint32_t>& word = e.me.splits()[s].word;
   word.store(split_word(gen, split_armed), std::memory_order_release);
-  help_desc d{s, gen, src_key, src_off + first, riov.key, riov.addr + first, len - first};
+  help_desc d = offer;
+  d.slot = s;
+  d.gen = gen;
+  if (d.mode == help_mapped) d.src += first;
+  if (d.mode == help_cma) d.src = reinterpret_cast<uintptr_t>(src) + first;
+  d.dst_addr += first;
+  d.len = len - first;
   hdr_fields h{};
   h.opcode = op::write_help;
   // Offered only when the cell goes out now (a backlogged cell would come too late).
-  bool offered = e.backlog.empty() && send_cell(e, p, h, &d, sizeof d);
+  const bool offered = e.backlog.empty() && send_cell(e, p, h, &d, sizeof d);
   e.split_busy |= uint64_t{1} << s;
-  memcpy(dst, src, offered ? first : len);
-  int err = 0;
+  auto copy = [&](size_t off, size_t n) -> int {
+    if (mapped) {
+      memcpy(static_cast<unsigned char*>(dst) + off, src + off, n);
+      return 0;
+    }
+    iovec l{const_cast<unsigned char*>(src) + off, n}, r{static_cast<unsigned char*>(dst) + off, n};
+    return cma_copy(true, p.pid, &l, 1, &r, 1, 0, n);
+  };
+  int err = copy(0, offered ? first : len);
   if (offered) {
     uint32_t expect = split_word(gen, split_armed);
     for (uint32_t spins = 0;; ++spins) {
-      uint32_t w = word.load(std::memory_order_acquire);
-      uint32_t st = w & 7;
+      uint32_t st = word.load(std::memory_order_acquire) & 7;
       if (st == split_armed) {
         if (word.compare_exchange_strong(expect, split_word(gen, split_sender), std::memory_order_acq_rel)) {
-          memcpy(dst + first, src + first, len - first);  // not taken: copy it here
+          if (!err) err = copy(first, len - first);  // not taken: copy it here
           break;
         }
         continue;
       }
       if (st == split_done) break;
       if (st == split_failed) {
-        memcpy(dst + first, src + first, len - first);
+        if (!err) err = copy(first, len - first);
         break;
       }
       // The target is copying: it ends the slot, unless it dies meanwhile.
@@ -237,11 +251,19 @@ ssize_t rma_generic(ep& e, bool write, const iovec* iov, void* const* desc, size
     return 0;
   }
   bool target_events = p->view().hdr()->rma_events.load(std::memory_order_acquire);
-  uint64_t src_key, src_off;
-  if (mapped && write && len >= split_min && e.split_enabled && count == 1 && nremote == 1 && rcount == 1 &&
-      e.split_busy != ~uint64_t{0} && desc && local_backing(e, desc[0], iov[0].iov_base, len, &src_key, &src_off)) {
-    if (int err = split_write(e, *p, static_cast<unsigned char*>(remote[0].iov_base),
-                              static_cast<const unsigned char*>(iov[0].iov_base), len, src_key, src_off, riov[0])) {
+  // A large write to one contiguous range is split with the target.
+  help_desc offer{};
+  offer.dst_key = riov[0].key;
+  offer.dst_addr = riov[0].addr;
+  const bool split = write && len >= split_min && e.split_enabled && count == 1 && nremote == 1 && rcount == 1 &&
+                     e.split_busy != ~uint64_t{0};
+  if (split && mapped && desc && local_backing(e, desc[0], iov[0].iov_base, len, &offer.src_key, &offer.src))
+    offer.mode = help_mapped;
+  else if (split && !mapped && p->cma && e.cma)
+    offer.mode = help_cma;  // the target pulls its part from us with process_vm_readv
+  if (offer.mode) {
+    if (int err = split_write(e, *p, mapped, remote[0].iov_base, static_cast<const unsigned char*>(iov[0].iov_base),
+                              len, offer)) {
       tx_fail(e, context, cq_flags, flags, err, 0);
       return 0;
     }
@@ -355,8 +377,9 @@ void respond(ep& e, uint32_t slot, op opcode, uint64_t id, uint64_t err, uint64_
 }  // namespace
 
 namespace {
-// Target side of a split write: copy the offered part from the initiator's
-// backing into our own registration, if the slot is still armed.
+// Target side of a split write: copy the offered part into our own
+// registration, if the slot is still armed: from the initiator's mapped
+// backing, or with process_vm_readv from its address space.
 void handle_write_help(ep& e, const cell* c) noexcept {
   help_desc d;
   memcpy(&d, c->payload, sizeof d);
@@ -368,19 +391,27 @@ void handle_write_help(ep& e, const cell* c) noexcept {
     return;  // the initiator copied it already
   bool ok = false;
   void* dst = nullptr;
-  mr_entry me;
-  // Both sides checked again here: our own table for the destination, the
-  // initiator's published one for the source.
-  if (e.map_mr && e.dom->mrs && e.dom->mrs->check(d.dst_key, d.dst_addr, d.len, FI_REMOTE_WRITE, &dst) == 0 &&
-      map_domain(*p) && lookup_mr(p->domain_region.base(), d.src_key, &me) && me.iov_count == 1 &&
-      (me.flags & mr_entry_enabled) && d.src_off <= me.seg[0].len && d.len <= me.seg[0].len - d.src_off) {
-    if (const unsigned char* src = mapped_mr(*p, me)) {
-      memcpy(dst, src + d.src_off, d.len);
-      ok = true;
+  // The destination is checked again against our own table.
+  if (e.dom->mrs && e.dom->mrs->check(d.dst_key, d.dst_addr, d.len, FI_REMOTE_WRITE, &dst) == 0) {
+    mr_entry me;
+    if (d.mode == help_mapped) {
+      // The source against the initiator's published table.
+      if (e.map_mr && map_domain(*p) && lookup_mr(p->domain_region.base(), d.src_key, &me) && me.iov_count == 1 &&
+          (me.flags & mr_entry_enabled) && d.src <= me.seg[0].len && d.len <= me.seg[0].len - d.src) {
+        if (const unsigned char* src = mapped_mr(*p, me)) {
+          memcpy(dst, src + d.src, d.len);
+          ok = true;
+        }
+      }
+    } else if (d.mode == help_cma && e.cma) {
+      // The initiator's own memory, which it asked us to read.
+      iovec l{dst, d.len}, r{reinterpret_cast<void*>(d.src), d.len};
+      ok = cma_copy(false, p->pid, &l, 1, &r, 1, 0, d.len) == 0;
     }
   }
   word.store(split_word(d.gen, ok ? split_done : split_failed), std::memory_order_release);
-  WEFT_DEBUG(FI_LOG_EP_DATA, "shm: split write: %s %llu bytes for slot %u", ok ? "copied" : "refused",
+  WEFT_DEBUG(FI_LOG_EP_DATA, "shm: split write (%s): %s %llu bytes for slot %u",
+             d.mode == help_mapped ? "mapped" : "cma", ok ? "copied" : "refused",
              static_cast<unsigned long long>(d.len), c->h.src);
 }
 }  // namespace
