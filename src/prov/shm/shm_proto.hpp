@@ -41,7 +41,7 @@ inline constexpr uint32_t queue_cells = 256;    // ring depth (power of two)
 inline constexpr uint32_t peer_slots = 256;     // senders one endpoint can hear from
 inline constexpr uint32_t mr_table_slots = 8192;  // registrations per domain (power of two)
 inline constexpr size_t iov_max = 4;
-inline constexpr size_t eager_max = 1048576;     // larger messages use a CMA rendezvous
+inline constexpr size_t eager_max = 262144;      // larger messages use a CMA rendezvous (split)
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
