@@ -86,8 +86,22 @@ struct mp_peer {
     }
   }
 
-  // All ranks meet (through the parent's pipes), driving progress meanwhile.
+  // All ranks meet (through the parent's pipes). Nothing progresses the
+  // endpoint meanwhile: a rank in a barrier is a target that does not help.
   void barrier();
+
+  // Two ranks swap `len` bytes (addresses and keys of registrations, say):
+  // one message each way, both completions read, then a barrier. False if
+  // any step failed.
+  bool swap_with_peer(const void* mine, void* theirs, size_t len) {
+    fi_addr_t peer = addr[1 - rank];
+    fi_cq_tagged_entry ce;
+    if (fi_recv(ep, theirs, len, nullptr, FI_ADDR_UNSPEC, nullptr) != 0) return false;
+    if (fi_send(ep, mine, len, nullptr, peer, nullptr) != 0) return false;
+    if (wait_cq(&ce) != 1 || wait_cq(&ce) != 1) return false;
+    barrier();
+    return true;
+  }
 };
 
 using mp_body = std::function<void(mp_peer&)>;

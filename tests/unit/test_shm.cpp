@@ -248,12 +248,7 @@ TEST_P(shm_mp, RmaWriteReadAndProtection) {
     uint64_t theirs[4];
     fi_cq_tagged_entry ce;
     fi_cq_err_entry err{};
-    int peer = 1 - p.rank;
-    ASSERT_EQ(fi_recv(p.ep, theirs, sizeof theirs, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
-    ASSERT_EQ(fi_send(p.ep, mine, sizeof mine, nullptr, p.addr[peer], nullptr), 0);
-    ASSERT_EQ(p.wait_cq(&ce), 1);
-    ASSERT_EQ(p.wait_cq(&ce), 1);
-    p.barrier();
+    ASSERT_TRUE(p.swap_with_peer(mine, theirs, sizeof theirs));
     // A large write while the target sits in a barrier (no progress): an
     // offer to split it is never taken, and the initiator copies it all.
     // (Without CMA the target's progress moves the data: not here.)
@@ -370,11 +365,7 @@ TEST_P(shm_mp, RmaMappedBacking) {
     uint64_t theirs[4];
     fi_cq_tagged_entry ce;
     fi_cq_err_entry err{};
-    ASSERT_EQ(fi_recv(p.ep, theirs, sizeof theirs, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
-    ASSERT_EQ(fi_send(p.ep, mine, sizeof mine, nullptr, p.addr[1 - p.rank], nullptr), 0);
-    ASSERT_EQ(p.wait_cq(&ce), 1);
-    ASSERT_EQ(p.wait_cq(&ce), 1);
-    p.barrier();
+    ASSERT_TRUE(p.swap_with_peer(mine, theirs, sizeof theirs));
     // A large mapped write while the target sits in a barrier: the offer to
     // split is not taken, the initiator copies all of it.
     constexpr size_t idle_off = (1 << 20) + 16384, idle_len = 900000;
@@ -703,11 +694,7 @@ TEST_P(shm_mp, AutoProgressThread) {
     uint64_t info[2] = {reinterpret_cast<uint64_t>(&counter), fi_mr_key(mr)}, theirs[2];
     fi_cq_tagged_entry ce;
     fi_cq_err_entry err{};
-    ASSERT_EQ(fi_recv(p.ep, theirs, sizeof theirs, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
-    ASSERT_EQ(fi_send(p.ep, info, sizeof info, nullptr, p.addr[1 - p.rank], nullptr), 0);
-    ASSERT_EQ(p.wait_cq(&ce), 1);
-    ASSERT_EQ(p.wait_cq(&ce), 1);
-    p.barrier();
+    ASSERT_TRUE(p.swap_with_peer(info, theirs, sizeof theirs));
     if (p.rank == 0) {
       for (int i = 0; i < 100; ++i) {
         uint64_t one = 1, old;
@@ -919,11 +906,7 @@ TEST_P(shm_mp, VectorRmaAndAtomics) {
     uint64_t mine[2] = {reinterpret_cast<uint64_t>(target.data()), fi_mr_key(mr)}, theirs[2];
     fi_cq_tagged_entry ce;
     fi_cq_err_entry err{};
-    ASSERT_EQ(fi_recv(p.ep, theirs, sizeof theirs, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
-    ASSERT_EQ(fi_send(p.ep, mine, sizeof mine, nullptr, p.addr[1 - p.rank], nullptr), 0);
-    ASSERT_EQ(p.wait_cq(&ce), 1);
-    ASSERT_EQ(p.wait_cq(&ce), 1);
-    p.barrier();
+    ASSERT_TRUE(p.swap_with_peer(mine, theirs, sizeof theirs));
     if (p.rank == 0) {
       // writemsg: 3 local pieces -> 2 remote ranges.
       uint64_t a[100], b[200], c[50];
