@@ -96,6 +96,8 @@ private:
     int progress(bool may_block = false);
     template <class Done> void wait_for(Done done, const char* what);
     int poll_one();
+    void wait_rx_inject(const char* what);
+    bool lean_pingpong(uint64_t size) const;
     template <class Done> void spin_until(Done done, const char* what);
     void check_peer();
     void idle(idle_state& st, const char* what);
