@@ -108,6 +108,28 @@ inline cell* queue_claim(region_view r) noexcept {
   }
 }
 
+// Copies n <= 16 bytes (an inline message) with at most two pairs of
+// overlapping loads and stores: no call into memcpy on the small-message path.
+inline void copy_small(void* dst, const void* src, size_t n) noexcept {
+  auto* d = static_cast<unsigned char*>(dst);
+  auto* s = static_cast<const unsigned char*>(src);
+  if (n >= 8) {
+    uint64_t a, b;
+    __builtin_memcpy(&a, s, 8);
+    __builtin_memcpy(&b, s + n - 8, 8);
+    __builtin_memcpy(d, &a, 8);
+    __builtin_memcpy(d + n - 8, &b, 8);
+  } else if (n >= 4) {
+    uint32_t a, b;
+    __builtin_memcpy(&a, s, 4);
+    __builtin_memcpy(&b, s + n - 4, 4);
+    __builtin_memcpy(d, &a, 4);
+    __builtin_memcpy(d + n - 4, &b, 4);
+  } else {
+    for (size_t i = 0; i < n; ++i) d[i] = s[i];
+  }
+}
+
 // Publishes a claimed cell to the consumer.
 inline void queue_commit(region_view r, cell* c) noexcept {
   // The sequence still holds the producer index the cell was claimed at.

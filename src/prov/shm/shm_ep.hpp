@@ -213,7 +213,15 @@ inline bool fence_blocked(ep& e, uint64_t flags) noexcept {
 void progress_poller(void* arg) noexcept;
 peer* peer_of_slow(ep& e, fi_addr_t addr) noexcept;
 peer* peer_by_name(ep& e, const std::string& name) noexcept;
-cell* claim_to(ep& e, peer& p) noexcept;  // claims a cell of p's queue, progressing once if full
+cell* claim_to_slow(ep& e, peer& p) noexcept;  // p's queue was full: progress once, try again
+// Claims a cell of p's queue (nullptr: full even after progressing once).
+inline cell* claim_to(ep& e, peer& p) noexcept {
+  cell* c = queue_claim(p.view());
+  if (!c) [[unlikely]]
+    return claim_to_slow(e, p);
+  c->h.src = static_cast<uint16_t>(p.slot);
+  return c;
+}
 void fill_src(ep& e, peer& p, cell* c) noexcept;
 fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept;
 // Sends one cell (header fields from h) to p, or keeps it in the backlog

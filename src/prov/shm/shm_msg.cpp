@@ -55,7 +55,7 @@ ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint
     if (len <= inline_max && !want_ack) {
       // Small enough to travel in the header's own cache line.
       if (count == 1) {
-        if (len) memcpy(c->h.inl, iov[0].iov_base, len);
+        copy_small(c->h.inl, iov[0].iov_base, len);
       } else {
         iov_copy_from(iov, count, 0, c->h.inl, len);
       }

@@ -183,14 +183,10 @@ fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
   return a;
 }
 
-cell* claim_to(ep& e, peer& p) noexcept {
-  region_view r = p.view();
-  cell* c = queue_claim(r);
-  if (!c) [[unlikely]] {
-    progress(e);  // make room on our side: the peer may be waiting for us
-    c = queue_claim(r);
-  }
-  if (c) c->h.src = p.slot;
+cell* claim_to_slow(ep& e, peer& p) noexcept {
+  progress(e);  // make room on our side: the peer may be waiting for us
+  cell* c = queue_claim(p.view());
+  if (c) c->h.src = static_cast<uint16_t>(p.slot);
   return c;
 }
 
@@ -601,7 +597,7 @@ inline bool cell_sane(const cell_hdr& h) noexcept {
       return false;
     if (!(e.caps & FI_SOURCE)) src = FI_ADDR_NOTAVAIL;
   }
-  if (h.size) memcpy(r.iov[0].iov_base, h.inl, h.size);
+  copy_small(r.iov[0].iov_base, h.inl, h.size);
   uint64_t flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
   uint64_t data = 0;
   if (h.flags & flag_remote_cq_data) {
