@@ -24,6 +24,38 @@ constexpr uint64_t recv_flags_ok = FI_COMPLETION | FI_MULTI_RECV | FI_PEEK | FI_
   return 0;
 }
 
+// fi_inject / fi_tinject of up to inline_max bytes: the message rides in the
+// cell header's own line and nothing completes, so this is the whole send:
+// find the peer, claim a cell, fill one cache line, publish it. It does what
+// send_generic does for this case, without the general path's checks and
+// bookkeeping (a fifth of the cost of a small message).
+template <bool Tagged>
+[[gnu::always_inline]] inline ssize_t inject_small(ep& e, const void* buf, size_t len, fi_addr_t dest,
+                                                   uint64_t tag) noexcept {
+  if (!e.enabled) [[unlikely]]
+    return -FI_EOPBADSTATE;
+  if (len > e.inject_size || (len && !buf)) [[unlikely]]
+    return -FI_EINVAL;
+  constexpr uint64_t cq_flags = FI_SEND | (Tagged ? FI_TAGGED : FI_MSG);
+  ep_guard g(e);
+  peer* p = peer_of(e, dest);
+  if (!p || p->dead) [[unlikely]]
+    return unreachable(e, dest, nullptr, cq_flags, FI_INJECT | flag_no_cq);
+  cell* c = claim_to(e, *p);
+  if (!c) [[unlikely]]
+    return -FI_EAGAIN;
+  c->h.opcode = op::msg;
+  c->h.tag = tag;
+  c->h.data = 0;
+  c->h.size = len;
+  copy_small(c->h.inl, buf, len);
+  c->h.flags = static_cast<uint16_t>((Tagged ? flag_tagged : 0) | flag_inline);
+  queue_commit(p->view(), c);
+  if (e.cntr_send) [[unlikely]]
+    tx_done(e, nullptr, cq_flags, FI_INJECT | flag_no_cq, len);  // counts; an inject never writes the CQ
+  return 0;
+}
+
 template <bool Tagged>
 ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,
                      void* context, uint64_t flags) noexcept {
@@ -379,6 +411,8 @@ ssize_t m_sendmsg(fid_ep* f, const fi_msg* msg, uint64_t flags) noexcept {
                              flags);
 }
 ssize_t m_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest) noexcept {
+  if (len <= inline_max) [[likely]]
+    return inject_small<false>(ep_of(f), buf, len, dest, 0);
   iovec v = one(buf, len);
   return send_generic<false>(ep_of(f), &v, 1, dest, 0, 0, nullptr, FI_INJECT | flag_no_cq);
 }
@@ -428,6 +462,8 @@ ssize_t t_sendmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags) noexcept 
                             msg->context, flags);
 }
 ssize_t t_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept {
+  if (len <= inline_max) [[likely]]
+    return inject_small<true>(ep_of(f), buf, len, dest, tag);
   iovec v = one(buf, len);
   return send_generic<true>(ep_of(f), &v, 1, dest, tag, 0, nullptr, FI_INJECT | flag_no_cq);
 }
