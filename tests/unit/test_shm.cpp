@@ -576,6 +576,80 @@ TEST_P(shm_mp, CompletionSemantics) {
   }, opt);
 }
 
+// Small injects (the inline path): every length from 0 to 16 bytes, tagged
+// and untagged, lands byte for byte in a receive buffer whose guard bytes
+// stay untouched; each counts on the send counter; bad arguments are refused.
+TEST_P(shm_mp, SmallInjectsEveryLength) {
+  weft_test::mp_options opt;
+  opt.counters = true;
+  mp_run(2, [](mp_peer& p) {
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    constexpr size_t max_len = 16;
+    if (p.rank == 0) {
+      p.barrier();  // the receives are posted
+      unsigned char b[max_len];
+      uint64_t sent = 0;
+      for (size_t len = 0; len <= max_len; ++len) {
+        for (size_t i = 0; i < len; ++i) b[i] = static_cast<unsigned char>(len * 16 + i + 1);
+        ASSERT_EQ(fi_tinject(p.ep, len ? b : nullptr, len, p.addr[1], 100 + len), 0) << "length " << len;
+        ASSERT_EQ(fi_inject(p.ep, len ? b : nullptr, len, p.addr[1]), 0) << "length " << len;
+        sent += 2;
+      }
+      EXPECT_EQ(fi_cntr_read(p.cntr_send), sent);
+      EXPECT_EQ(fi_tinject(p.ep, nullptr, 4, p.addr[1], 1), -FI_EINVAL);
+      EXPECT_EQ(fi_inject(p.ep, nullptr, 4, p.addr[1]), -FI_EINVAL);
+      EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN) << "an inject wrote a completion";
+      p.barrier();
+    } else {
+      constexpr size_t guard = 8;
+      std::vector<std::vector<unsigned char>> tbuf(max_len + 1), mbuf(max_len + 1);
+      for (size_t len = 0; len <= max_len; ++len) {
+        tbuf[len].assign(max_len + 2 * guard, 0xee);
+        mbuf[len].assign(max_len + 2 * guard, 0xee);
+        ASSERT_EQ(fi_trecv(p.ep, tbuf[len].data() + guard, len, nullptr, FI_ADDR_UNSPEC, 100 + len, 0, nullptr), 0);
+      }
+      // Untagged receives match in order: one per length, posted in order.
+      for (size_t len = 0; len <= max_len; ++len)
+        ASSERT_EQ(fi_recv(p.ep, mbuf[len].data() + guard, len, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+      p.barrier();
+      for (size_t n = 0; n < 2 * (max_len + 1); ++n) ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+      for (size_t len = 0; len <= max_len; ++len)
+        for (size_t i = 0; i < max_len + 2 * guard; ++i) {
+          bool inside = i >= guard && i < guard + len;
+          unsigned char want = inside ? static_cast<unsigned char>(len * 16 + (i - guard) + 1) : 0xee;
+          ASSERT_EQ(tbuf[len][i], want) << "tagged, length " << len << ", byte " << i;
+          ASSERT_EQ(mbuf[len][i], want) << "untagged, length " << len << ", byte " << i;
+        }
+      p.barrier();
+    }
+  }, opt);
+}
+
+// FI_SHM_INJECT_SIZE lowers the largest inject, below the inline size too.
+TEST_P(shm_mp, InjectSizeParameter) {
+  setenv("FI_SHM_INJECT_SIZE", "8", 1);
+  mp_run(2, [](mp_peer& p) {
+    fi_cq_tagged_entry ce;
+    char b[16] = "12345678abcdefg";
+    if (p.rank == 0) {
+      EXPECT_EQ(fi_tinject(p.ep, b, 9, p.addr[1], 7), -FI_EINVAL);
+      EXPECT_EQ(fi_inject(p.ep, b, 16, p.addr[1]), -FI_EINVAL);
+      ASSERT_EQ(fi_tinject(p.ep, b, 8, p.addr[1], 7), 0);
+      p.barrier();
+    } else {
+      char r[16] = {};
+      ASSERT_EQ(fi_trecv(p.ep, r, sizeof r, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr), 0);
+      ASSERT_EQ(p.wait_cq(&ce), 1);
+      EXPECT_EQ(ce.len, 8u);
+      EXPECT_EQ(memcmp(r, "12345678", 8), 0);
+      EXPECT_EQ(r[8], 0);
+      p.barrier();
+    }
+  });
+  unsetenv("FI_SHM_INJECT_SIZE");
+}
+
 // MPI-style: 4 ranks, everybody sends many tagged messages of mixed sizes to
 // everybody at once; wildcard receives; every byte checked.
 TEST_P(shm_mp, AllToAllTagged) {
