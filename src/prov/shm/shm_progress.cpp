@@ -483,10 +483,8 @@ void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::i
   if (e.split_enabled && n >= split_min && first && e.split_busy != ~uint64_t{0} &&
       (from = sender_of(e, slot)) && from->cma) {
     // Split: ask the sender for [first, n), pull [0, first) meanwhile.
-    uint32_t s = static_cast<uint32_t>(std::countr_one(e.split_busy));
-    uint32_t gen = (++e.split_gen[s]) & 0x1fffffff;
-    if (!gen) gen = e.split_gen[s] = 1;
-    e.me.splits()[s].word.store(split_word(gen, split_armed), std::memory_order_release);
+    uint32_t gen;
+    uint32_t s = arm_split(e, &gen);
     cts_desc cd{};
     cd.slot = s;
     cd.gen = gen;
@@ -502,7 +500,6 @@ void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::i
     h.opcode = op::cts;
     h.id = id;
     send_cell(e, *from, h, &cd, sizeof cd);
-    e.split_busy |= uint64_t{1} << s;
     split_recv sr{};
     sr.recv = r;
     memcpy(sr.iov, l.iov, sizeof sr.iov);

@@ -99,13 +99,14 @@ unsigned char* mapped_mr(peer& p, const mr_entry& me) noexcept {
 
 // Resolves the remote side of an RMA against the target's table: fills
 // remote[] (target addresses) or returns a positive FI_E* code. When every
-// piece lies in a mapped shared backing, *mapped is true and remote[] holds
-// our addresses of those bytes instead.
+// piece lies in a mapped shared backing (try_map), *mapped is true and
+// remote[] holds our addresses of those bytes instead.
 int resolve_remote(peer& p, const fi_rma_iov* riov, size_t rcount, uint64_t access, iovec* remote,
                    size_t* nremote, bool try_map, bool* mapped) {
   if (!map_domain(p)) return FI_EIO;
   size_t n = 0;
   bool all_mapped = try_map;
+  uintptr_t shift[iov_max * mr_iov_max];  // our address minus the target's, per piece
   for (size_t i = 0; i < rcount; ++i) {
     mr_entry me;
     if (!lookup_mr(p.domain_region.base(), riov[i].key, &me)) return FI_EACCES;
@@ -117,17 +118,14 @@ int resolve_remote(peer& p, const fi_rma_iov* riov, size_t rcount, uint64_t acce
     if (!local) all_mapped = false;
     for (size_t j = 0; j < count; ++j) {
       if (n == iov_max * mr_iov_max) return FI_EINVAL;
-      remote[n] = pieces[j];
-      if (local)  // a single-segment registration: offset from its first byte
-        remote[n].iov_base = local + (static_cast<unsigned char*>(pieces[j].iov_base) -
-                                      reinterpret_cast<unsigned char*>(me.seg[0].addr));
-      ++n;
+      // A mapped registration has one segment: offsets are from its first byte.
+      shift[n] = reinterpret_cast<uintptr_t>(local) - static_cast<uintptr_t>(me.seg[0].addr);
+      remote[n++] = pieces[j];
     }
   }
-  if (!all_mapped && try_map) {
-    // Some piece is not mapped: go back to the target's addresses for CMA.
-    return resolve_remote(p, riov, rcount, access, remote, nremote, false, mapped);
-  }
+  if (all_mapped)
+    for (size_t j = 0; j < n; ++j)
+      remote[j].iov_base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(remote[j].iov_base) + shift[j]);
   *mapped = all_mapped;
   *nremote = n;
   return 0;
@@ -166,11 +164,9 @@ bool local_backing(ep& e, void* desc, const void* buf, size_t len, uint64_t* key
 int split_write(ep& e, peer& p, bool mapped, void* dst, const unsigned char* src, size_t len,
                 const help_desc& offer) noexcept {
   const size_t first = (len / 2) & ~size_t{4095};
-  uint32_t s = static_cast<uint32_t>(std::countr_one(e.split_busy));
-  uint32_t gen = (++e.split_gen[s]) & 0x1fffffff;
-  if (!gen) gen = e.split_gen[s] = 1;
+  uint32_t gen;
+  uint32_t s = arm_split(e, &gen);
   std::atomic<uint32_t>& word = e.me.splits()[s].word;
-  word.store(split_word(gen, split_armed), std::memory_order_release);
   help_desc d = offer;
   d.slot = s;
   d.gen = gen;
@@ -182,7 +178,6 @@ int split_write(ep& e, peer& p, bool mapped, void* dst, const unsigned char* src
   h.opcode = op::write_help;
   // Offered only when the cell goes out now (a backlogged cell would come too late).
   const bool offered = e.backlog.empty() && send_cell(e, p, h, &d, sizeof d);
-  e.split_busy |= uint64_t{1} << s;
   auto copy = [&](size_t off, size_t n) -> int {
     if (mapped) {
       memcpy(static_cast<unsigned char*>(dst) + off, src + off, n);
