@@ -599,6 +599,18 @@ TEST_P(shm_mp, SmallInjectsEveryLength) {
       EXPECT_EQ(fi_cntr_read(p.cntr_send), sent);
       EXPECT_EQ(fi_tinject(p.ep, nullptr, 4, p.addr[1], 1), -FI_EINVAL);
       EXPECT_EQ(fi_inject(p.ep, nullptr, 4, p.addr[1]), -FI_EINVAL);
+      // Null buffers with a length, on the general paths too.
+      EXPECT_EQ(fi_inject(p.ep, nullptr, 100, p.addr[1]), -FI_EINVAL);
+      EXPECT_EQ(fi_send(p.ep, nullptr, 100, nullptr, p.addr[1], nullptr), -FI_EINVAL);
+      EXPECT_EQ(fi_tsend(p.ep, nullptr, 100000, nullptr, p.addr[1], 1, nullptr), -FI_EINVAL);
+      EXPECT_EQ(fi_recv(p.ep, nullptr, 100, nullptr, FI_ADDR_UNSPEC, nullptr), -FI_EINVAL);
+      EXPECT_EQ(fi_trecv(p.ep, nullptr, 100, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), -FI_EINVAL);
+      EXPECT_EQ(fi_write(p.ep, nullptr, 100, nullptr, p.addr[1], 0, 0, nullptr), -FI_EINVAL);
+      EXPECT_EQ(fi_read(p.ep, nullptr, 100, nullptr, p.addr[1], 0, 0, nullptr), -FI_EINVAL);
+      EXPECT_EQ(fi_atomic(p.ep, nullptr, 1, nullptr, p.addr[1], 0, 0, FI_UINT64, FI_SUM, nullptr), -FI_EINVAL);
+      uint64_t one = 1;
+      EXPECT_EQ(fi_fetch_atomic(p.ep, &one, 1, nullptr, nullptr, nullptr, p.addr[1], 0, 0, FI_UINT64, FI_SUM,
+                                nullptr), -FI_EINVAL);
       EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN) << "an inject wrote a completion";
       p.barrier();
     } else {

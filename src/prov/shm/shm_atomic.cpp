@@ -39,6 +39,13 @@ void gather(const fi_ioc* ioc, size_t n, size_t sz, unsigned char* dst) {
   }
 }
 
+// Every non-empty operand or result piece has a buffer.
+bool ioc_valid(const fi_ioc* ioc, size_t count) noexcept {
+  for (size_t i = 0; i < count; ++i)
+    if (ioc[i].count && !ioc[i].addr) return false;
+  return true;
+}
+
 ssize_t atomic_generic(ep& e, atomic_form form, const fi_ioc* iov, size_t count, const fi_ioc* cmp,
                        size_t cmp_count, fi_ioc* res, size_t res_count, fi_addr_t dest, const fi_rma_ioc* riov,
                        size_t rcount, fi_datatype dt, fi_op opc, void* context, uint64_t flags) noexcept {
@@ -54,6 +61,9 @@ ssize_t atomic_generic(ep& e, atomic_form form, const fi_ioc* iov, size_t count,
   if (form != atomic_form::base && (!res || ioc_count(res, res_count) != n || res_count > iov_max))
     return -FI_EINVAL;
   if (n == 0 || n > max_count(form, dt)) return -FI_EINVAL;
+  if ((opc != FI_ATOMIC_READ && !ioc_valid(iov, count)) || (form == atomic_form::compare && !ioc_valid(cmp, cmp_count)) ||
+      (form != atomic_form::base && !ioc_valid(res, res_count)))
+    return -FI_EINVAL;
   const uint64_t cq_flags = FI_ATOMIC | (form == atomic_form::base ? FI_WRITE : FI_READ);
   ep_guard g(e);
   if (fence_blocked(e, flags)) [[unlikely]]

@@ -211,6 +211,14 @@ inline bool fence_blocked(ep& e, uint64_t flags) noexcept {
   progress(e);
   return !e.pending.empty() || !e.outgoing.empty();
 }
+// Every non-empty piece has a buffer (a null one would be dereferenced).
+inline bool iov_valid(const iovec* iov, size_t count) noexcept {
+  for (size_t i = 0; i < count; ++i)
+    if (iov[i].iov_len && !iov[i].iov_base) [[unlikely]]
+      return false;
+  return true;
+}
+
 // Takes a free split slot of our region (the caller checked that one is
 // free: split_busy != ~0), arms it under a fresh generation and marks it
 // busy. Returns the slot; *gen is the generation the peer must echo.

@@ -61,7 +61,7 @@ ssize_t send_generic(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint
                      void* context, uint64_t flags) noexcept {
   if (!e.enabled) [[unlikely]]
     return -FI_EOPBADSTATE;
-  if (count > iov_max || (count && !iov)) [[unlikely]]
+  if (count > iov_max || (count && !iov) || !iov_valid(iov, count)) [[unlikely]]
     return -FI_EINVAL;
   const size_t len = iov_total(iov, count);
   if ((flags & FI_INJECT) && len > e.inject_size) [[unlikely]]
@@ -309,7 +309,7 @@ ssize_t recv_generic(ep& e, const iovec* iov, size_t count, fi_addr_t src, uint6
                      void* context, uint64_t flags) noexcept {
   if (!e.enabled) [[unlikely]]
     return -FI_EOPBADSTATE;
-  if (count > iov_max || (count && !iov)) [[unlikely]]
+  if (count > iov_max || (count && !iov) || !iov_valid(iov, count)) [[unlikely]]
     return -FI_EINVAL;
   if ((flags & FI_MULTI_RECV) && (count != 1 || Tagged)) [[unlikely]]
     return -FI_EINVAL;

@@ -221,7 +221,8 @@ ssize_t rma_generic(ep& e, bool write, const iovec* iov, void* const* desc, size
                     const fi_rma_iov* riov, size_t rcount, uint64_t data, void* context, uint64_t flags) noexcept {
   if (!e.enabled) [[unlikely]]
     return -FI_EOPBADSTATE;
-  if (count > iov_max || rcount > iov_max || !rcount || (count && !iov) || !riov) [[unlikely]]
+  if (count > iov_max || rcount > iov_max || !rcount || (count && !iov) || !riov || !iov_valid(iov, count))
+      [[unlikely]]
     return -FI_EINVAL;
   size_t len = iov_total(iov, count), rlen = 0;
   for (size_t i = 0; i < rcount; ++i) rlen += riov[i].len;
