@@ -222,15 +222,8 @@ inline bool iov_valid(const iovec* iov, size_t count) noexcept {
 // Takes a free split slot of our region (the caller checked that one is
 // free: split_busy != ~0), arms it under a fresh generation and marks it
 // busy. Returns the slot; *gen is the generation the peer must echo.
-inline uint32_t arm_split(ep& e, uint32_t* gen) noexcept {
-  uint32_t s = static_cast<uint32_t>(std::countr_one(e.split_busy));
-  uint32_t g = (++e.split_gen[s]) & 0x1fffffff;
-  if (!g) g = e.split_gen[s] = 1;
-  e.me.splits()[s].word.store(split_word(g, split_armed), std::memory_order_release);
-  e.split_busy |= uint64_t{1} << s;
-  *gen = g;
-  return s;
-}
+// (Out of line: large copies only, kept out of the polling loop's code.)
+uint32_t arm_split(ep& e, uint32_t* gen) noexcept;
 void progress_poller(void* arg) noexcept;
 peer* peer_of_slow(ep& e, fi_addr_t addr) noexcept;
 peer* peer_by_name(ep& e, const std::string& name) noexcept;

@@ -183,6 +183,16 @@ fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
   return a;
 }
 
+[[gnu::noinline]] uint32_t arm_split(ep& e, uint32_t* gen) noexcept {
+  uint32_t s = static_cast<uint32_t>(std::countr_one(e.split_busy));
+  uint32_t g = (++e.split_gen[s]) & 0x1fffffff;
+  if (!g) g = e.split_gen[s] = 1;
+  e.me.splits()[s].word.store(split_word(g, split_armed), std::memory_order_release);
+  e.split_busy |= uint64_t{1} << s;
+  *gen = g;
+  return s;
+}
+
 cell* claim_to_slow(ep& e, peer& p) noexcept {
   progress(e);  // make room on our side: the peer may be waiting for us
   cell* c = queue_claim(p.view());
