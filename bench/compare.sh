@@ -118,12 +118,13 @@ key=$data/key.dat
 # metric: weft-perf arguments | csv column (2 lat_us_median, 7 bw_MBps_mean)
 declare -A key_args=(
   [lat]="-t tagged_lat -s 8|2"
-  [tbw]="-t tagged_bw -s 1M|7"   [tbw2]="-t tagged_bw -s 1M -w 2|7"
+  [tbw]="-t tagged_bw -s 1M|7"   [tbw2]="-t tagged_bw -s 1M -w 2|7"  [tbwr]="-t tagged_bw -s 1M --reuse|7"
+  [wbwr]="-t write_bw -s 1M --reuse|7"
   [wbw]="-t write_bw -s 1M|7"    [wbw2]="-t write_bw -s 1M -w 2|7"
   [wbwm1]="-t write_bw -s 1M -w 1 --mem memfd|7" [wbwm2]="-t write_bw -s 1M -w 2 --mem memfd|7"
 )
 # weft-perf runs that share one UCX measurement
-declare -A key_more=([tbw]="tbw2" [wbw]="wbw2 wbwm1 wbwm2")
+declare -A key_more=([tbw]="tbw2 tbwr" [wbw]="wbw2 wbwr wbwm1 wbwm2")
 # ucx_perftest: test, size, iterations, warm-up iterations | Final: field
 # (3: latency 50th percentile, µs one-way; 7: overall bandwidth, MiB/s)
 declare -A key_ucx=(
@@ -369,10 +370,12 @@ key_runs_row() {  # label metric lib kind
   echo "| metric | weft | libfabric shm | UCX sm | weft/libfabric | weft/UCX | issue 4: weft / the better of the two, per round |"
   echo "|---|---:|---:|---:|---:|---:|---|"
   key_row "8 B tagged latency (µs)" lat lat lat
-  key_row "1 MiB tagged bandwidth (MB/s), window 64" tbw tbw bw
-  key_row "1 MiB tagged bandwidth (MB/s), window 2" tbw2 tbw bw
-  key_row "1 MiB RMA write bandwidth (MB/s), heap memory, window 64" wbw wbwh bw
-  key_row "1 MiB RMA write bandwidth (MB/s), heap memory, window 2" wbw2 wbwh bw
+  key_row "1 MiB tagged bandwidth (MB/s), window 64, one buffer (as ucx_perftest)" tbwr tbw bw
+  key_row "1 MiB tagged bandwidth (MB/s), window 64, 64 buffers" tbw tbw bw
+  key_row "1 MiB tagged bandwidth (MB/s), window 2, 2 buffers" tbw2 tbw bw
+  key_row "1 MiB RMA write bandwidth (MB/s), heap memory, window 64, one buffer" wbwr wbwh bw
+  key_row "1 MiB RMA write bandwidth (MB/s), heap memory, window 64, 64 buffers" wbw wbwh bw
+  key_row "1 MiB RMA write bandwidth (MB/s), heap memory, window 2, 2 buffers" wbw2 wbwh bw
   key_row "1 MiB RMA write bandwidth (MB/s), shared memory, window 1" wbwm1 wbw bw
   key_row "1 MiB RMA write bandwidth (MB/s), shared memory, window 2" wbwm2 wbw bw
   echo
@@ -389,12 +392,12 @@ key_runs_row() {  # label metric lib kind
   echo "- weft and libfabric are both measured by the same weft-perf binary (weft with"
   echo "  \`LD_LIBRARY_PATH\`), UCX by ucx_perftest with \`UCX_TLS=posix,cma,self\` (same UCX"
   echo "  number in both window rows: it is one measurement)."
-  echo "- Window: weft-perf's streaming tests give every message in flight its own buffer slot"
-  echo "  (window 64 at 1 MiB = 64 MiB per direction, far beyond the caches), while"
-  echo "  ucx_perftest reuses one send and one receive buffer (1 MiB each, cache-resident)."
-  echo "  The window-2 rows (\`-w 2\`, 2 MiB per direction) are the closer match to"
-  echo "  ucx_perftest; the window-64 rows are weft-perf's default. Both are shown because"
-  echo "  the target verdict can differ between them."
+  echo "- Buffers: ucx_perftest sends from one buffer and receives into one buffer whatever"
+  echo "  the number of operations in flight (1 MiB each, cache-resident). The \"one buffer\""
+  echo "  rows give weft-perf the same (\`--reuse\`): they are the like-for-like comparison."
+  echo "  weft-perf's default gives every operation in flight its own buffer (window 64 at"
+  echo "  1 MiB = 64 MiB per direction, far beyond the caches); those rows and the window-2"
+  echo "  rows (2 MiB per direction) are shown too, with their own verdicts."
   echo "- RMA write: weft-perf \`write_bw\` waits for the local completion of every write of"
   echo "  a window; ucx_perftest \`ucp_put_bw\` posts puts and flushes at the end."
   echo "- RMA write memory: ucx_perftest allocates its buffers with \`ucp_mem_map\`, which"
@@ -414,18 +417,19 @@ key_runs_row() {  # label metric lib kind
   echo "|---|---|---|"
   key_runs_row "cache-line floor (µs)" floor hw lat
   for spec in "8 B tagged latency (µs)|lat|lat" "1 MiB tagged bw, window 64|tbw|bw" "1 MiB tagged bw, window 2|tbw2|bw" \
+              "1 MiB tagged bw, window 64, one buffer|tbwr|bw" "1 MiB write bw, window 64, one buffer|wbwr|bw" \
               "1 MiB write bw, window 64|wbw|bw" "1 MiB write bw, window 2|wbw2|bw" \
               "1 MiB write bw, memfd, window 1|wbwm1|bw" "1 MiB write bw, memfd, window 2|wbwm2|bw"; do
     IFS='|' read -r label m kd <<<"$spec"
     key_runs_row "$label" "$m" weft "$kd"; key_runs_row "$label" "$m" lf "$kd"
-    case $m in tbw2|wbw2|wbwm1|wbwm2) ;; *) key_runs_row "$label" "$m" ucx "$kd";; esac
+    case $m in tbw2|tbwr|wbw2|wbwr|wbwm1|wbwm2) ;; *) key_runs_row "$label" "$m" ucx "$kd";; esac
     [ $m = wbw ] && key_runs_row "$label (UCX heap)" wbwh ucx "$kd"
   done
   echo
   echo "Commands (weft: prefix \`LD_LIBRARY_PATH=$weft_lib\`; libfabric: \`FI_LOG_LEVEL=warn\`):"
   echo
   echo '```'
-  for m in lat tbw tbw2 wbw wbw2 wbwm1 wbwm2; do
+  for m in lat tbw tbw2 tbwr wbw wbw2 wbwr wbwm1 wbwm2; do
     spec=${key_args[$m]}
     echo "weft-perf -p shm ${spec%|*} --time $key_time --cpus $cpu_a,$cpu_b --csv   # column $(if [ "${spec#*|}" = 2 ]; then echo lat_us_median; else echo bw_MBps_mean; fi)"
   done

@@ -442,6 +442,7 @@ std::string fabric_session::describe() const {
     s += ", window " + std::to_string(cfg_.window);
     s += cfg_.cq_wait ? ", cq wait" : ", cq spin";
     s += cfg_.mem == 1 ? ", mem memfd" : ", mem heap";
+    if (cfg_.reuse) s += ", one buffer (--reuse)";
     uint64_t mm = mr_mode_;
     s += ", mr_mode [";
     s += mm ? fi_tostr(&mm, FI_TYPE_MR_MODE) : "";

@@ -44,6 +44,8 @@ struct wire_config {
     uint32_t cswap;   // atomic op: 0 fetch-add, 1 compare-swap
     uint32_t window;
     uint32_t mem;     // buffers: 0 heap (aligned_alloc), 1 a shared memfd sealed against shrinking
+    uint32_t reuse;   // every operation of a window uses slot 0 (one buffer, as ucx_perftest)
+    uint32_t pad;
     uint64_t max_size;
     double timeout_s;
     char prov[64];
@@ -122,8 +124,8 @@ private:
     phase_result atomic_initiator(uint64_t size, uint64_t iters, uint64_t w);
     void passive_responder(uint64_t size);
 
-    uint8_t* tx_slot(uint64_t i, uint64_t size) const { return tx_area_ + i * size; }
-    uint8_t* rx_slot(uint64_t i, uint64_t size) const { return rx_area_ + i * size; }
+    uint8_t* tx_slot(uint64_t i, uint64_t size) const { return tx_area_ + (cfg_.reuse ? 0 : i) * size; }
+    uint8_t* rx_slot(uint64_t i, uint64_t size) const { return rx_area_ + (cfg_.reuse ? 0 : i) * size; }
     uint64_t remote(const uint8_t* local) const;
 
     wire_config cfg_;

@@ -48,6 +48,7 @@ struct cli {
     bool check = false;
     bool inject = true;
     bool memfd = false;
+    bool reuse = false;
     bool cq_wait = false;
     bool cswap = false;
     bool pin = true;
@@ -85,6 +86,8 @@ const char* usage_text =
     "  --no-inject      never use fi_inject (default: for sizes <= inject_size)\n"
     "  --mem heap|memfd buffers from the heap (default) or from a shared memfd\n"
     "                   sealed against shrinking (memory other processes can map)\n"
+    "  --reuse          every operation of a window uses the same buffer, as\n"
+    "                   ucx_perftest does (default: one buffer per operation)\n"
     "  --cq spin|wait   busy-poll fi_cq_read (default) or block in fi_cq_sread\n"
     "  --op fadd|cswap  atomic operation on uint64 (default fadd)\n"
     "  --time SEC       target measuring time per size without -n (default 0.2)\n"
@@ -152,7 +155,7 @@ bool parse_double(const std::string& s, double* out) {
 cli parse_args(int argc, char** argv) {
     enum {
         o_check = 256, o_csv, o_json, o_server, o_fork, o_cpus, o_no_pin, o_no_inject, o_inject,
-        o_cq, o_op, o_time, o_timeout, o_src, o_mem
+        o_cq, o_op, o_time, o_timeout, o_src, o_mem, o_reuse
     };
     static const option longopts[] = {
         {"provider", required_argument, nullptr, 'p'}, {"ep", required_argument, nullptr, 'e'},
@@ -166,7 +169,7 @@ cli parse_args(int argc, char** argv) {
         {"inject", required_argument, nullptr, o_inject}, {"cq", required_argument, nullptr, o_cq},
         {"op", required_argument, nullptr, o_op},      {"time", required_argument, nullptr, o_time},
         {"timeout", required_argument, nullptr, o_timeout}, {"src", required_argument, nullptr, o_src},
-        {"mem", required_argument, nullptr, o_mem},
+        {"mem", required_argument, nullptr, o_mem},    {"reuse", no_argument, nullptr, o_reuse},
         {"help", no_argument, nullptr, 'h'},           {nullptr, 0, nullptr, 0},
     };
     cli c;
@@ -223,6 +226,7 @@ cli parse_args(int argc, char** argv) {
             else if (arg == "off") c.inject = false;
             else usage_error("--inject takes on or off");
             break;
+        case o_reuse: c.reuse = true; break;
         case o_mem:
             if (arg == "heap") c.memfd = false;
             else if (arg == "memfd") c.memfd = true;
@@ -254,6 +258,7 @@ cli parse_args(int argc, char** argv) {
     if (optind < argc) c.host = argv[optind++];
     if (optind < argc) usage_error(std::string("unexpected argument '") + argv[optind] + "'");
     if (csv && json) usage_error("--csv and --json exclude each other");
+    if (c.reuse && c.check) usage_error("--reuse and --check exclude each other (the operations of a window would overwrite one another)");
     c.fmt = csv ? out_format::csv : json ? out_format::json : out_format::table;
     c.test = find_test(test_name);
     if (!c.test) usage_error("unknown test '" + test_name + "'");
@@ -412,6 +417,7 @@ wire_config make_config(const cli& c) {
     w.check = c.check;
     w.inject = c.inject;
     w.mem = c.memfd ? 1 : 0;
+    w.reuse = c.reuse ? 1 : 0;
     w.cq_wait = c.cq_wait;
     w.cswap = c.cswap;
     w.window = c.window;

@@ -67,6 +67,12 @@ done
 check_test "msg_bw 4M" -p shm -t msg_bw -s 4M -n 4 -w 2
 # Large writes are split with the target (CMA from the heap, memcpy from memfd).
 check_test "write_bw heap 4M" -p shm -t write_bw -s 256K:4M -n 8 -w 2
+# One buffer for a whole window (as ucx_perftest); --check refuses it.
+if timeout 60 "${lib_env[@]}" "$perf" -p shm -t tagged_bw -s 64K:1M -n 16 -w 8 --reuse --csv >"$tmp/out" 2>"$tmp/err"; then
+  pass "tagged_bw --reuse"
+else
+  fail "tagged_bw --reuse: $(tr '\n' ' ' <"$tmp/err")"
+fi
 # Shared-memory buffers: weft maps the target's backing and splits large writes.
 check_test "write_bw memfd" -p shm -t write_bw --mem memfd -s 4K:2M -n 8 -w 2
 check_test "read_bw memfd" -p shm -t read_bw --mem memfd -s 4K:2M -n 8 -w 2
@@ -87,7 +93,7 @@ fi
 
 # ---------------------------------------------------------------- bad arguments
 for args in "-t no_such_test" "-s 0" "-s 4X" "-s 64:8" "-e dgram" "--csv --json" "-n" "--bogus" \
-            "-t atomic_lat -s 3" "--server somehost" "host1 host2" "-w 0"; do
+            "-t atomic_lat -s 3" "--server somehost" "host1 host2" "-w 0" "--reuse --check" "--mem disk"; do
   # shellcheck disable=SC2086
   timeout 10 "$perf" $args >"$tmp/out" 2>"$tmp/err"
   rc=$?
