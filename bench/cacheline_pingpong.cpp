@@ -25,103 +25,99 @@
 namespace {
 
 struct alignas(64) line {
-    std::atomic<long> v{0};
+  std::atomic<long> v{0};
 };
 
 double now_ns() {
-    timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
 }
 
 bool pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    return sched_setaffinity(0, sizeof s, &s) == 0;
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(cpu, &s);
+  return sched_setaffinity(0, sizeof s, &s) == 0;
 }
 
 inline unsigned long long tick() {
 #if defined(__x86_64__)
-    return __builtin_ia32_rdtsc();
+  return __builtin_ia32_rdtsc();
 #else
-    timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
 #endif
 }
 
 // One run: returns one-way ns (initiator side); the responder returns 0.
 double run(line* ping, line* pong, bool initiator, long n, bool sampled, std::vector<unsigned long long>& s) {
-    double t0 = now_ns();
-    unsigned long long prev = tick();
-    for (long i = 1; i <= n; ++i) {
-        if (initiator) {
-            ping->v.store(i, std::memory_order_release);
-            while (pong->v.load(std::memory_order_acquire) != i) {
-            }
-            if (sampled) {
-                unsigned long long t = tick();
-                s[size_t(i) & (s.size() - 1)] = t - prev;
-                prev = t;
-            }
-        } else {
-            while (ping->v.load(std::memory_order_acquire) != i) {
-            }
-            pong->v.store(i, std::memory_order_release);
-        }
+  double t0 = now_ns();
+  unsigned long long prev = tick();
+  for (long i = 1; i <= n; ++i) {
+    if (initiator) {
+      ping->v.store(i, std::memory_order_release);
+      while (pong->v.load(std::memory_order_acquire) != i) {}
+      if (sampled) {
+        unsigned long long t = tick();
+        s[size_t(i) & (s.size() - 1)] = t - prev;
+        prev = t;
+      }
+    } else {
+      while (ping->v.load(std::memory_order_acquire) != i) {}
+      pong->v.store(i, std::memory_order_release);
     }
-    return initiator ? (now_ns() - t0) / double(n) / 2 : 0;
+  }
+  return initiator ? (now_ns() - t0) / double(n) / 2 : 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    int a = argc > 2 ? atoi(argv[1]) : 0, b = argc > 2 ? atoi(argv[2]) : 1;
-    long n = argc > 3 ? atol(argv[3]) : 1000000;
-    if (n <= 0) {
-        fprintf(stderr, "usage: cacheline-pingpong [CPU_A CPU_B [ROUND_TRIPS]]\n");
-        return 2;
+  int a = argc > 2 ? atoi(argv[1]) : 0, b = argc > 2 ? atoi(argv[2]) : 1;
+  long n = argc > 3 ? atol(argv[3]) : 1000000;
+  if (n <= 0) {
+    fprintf(stderr, "usage: cacheline-pingpong [CPU_A CPU_B [ROUND_TRIPS]]\n");
+    return 2;
+  }
+  void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    perror("cacheline-pingpong: mmap");
+    return 1;
+  }
+  auto* lines = new (mem) line[4];  // ping, pong, and two for the barrier
+  pid_t child = fork();
+  if (child < 0) {
+    perror("cacheline-pingpong: fork");
+    return 1;
+  }
+  bool initiator = child != 0;
+  if (!pin(initiator ? a : b)) {
+    perror("cacheline-pingpong: sched_setaffinity");
+    if (!initiator) _exit(1);
+  }
+  std::vector<unsigned long long> samples(1 << 16);
+  double floor_ns = 0, sampled_ns = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    double v = run(&lines[0], &lines[1], initiator, n, pass == 1, samples);
+    // Barrier between the passes, on lines of its own (the last pong must
+    // stay readable until the initiator has seen it): the responder says
+    // it is done, the initiator zeroes ping and pong and answers.
+    if (initiator) {
+      while (lines[2].v.load(std::memory_order_acquire) != pass + 1) {}
+      lines[0].v.store(0, std::memory_order_relaxed);
+      lines[1].v.store(0, std::memory_order_relaxed);
+      lines[3].v.store(pass + 1, std::memory_order_release);
+      (pass == 0 ? floor_ns : sampled_ns) = v;
+    } else {
+      lines[2].v.store(pass + 1, std::memory_order_release);
+      while (lines[3].v.load(std::memory_order_acquire) != pass + 1) {}
     }
-    void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-        perror("cacheline-pingpong: mmap");
-        return 1;
-    }
-    auto* lines = new (mem) line[4];  // ping, pong, and two for the barrier
-    pid_t child = fork();
-    if (child < 0) {
-        perror("cacheline-pingpong: fork");
-        return 1;
-    }
-    bool initiator = child != 0;
-    if (!pin(initiator ? a : b)) {
-        perror("cacheline-pingpong: sched_setaffinity");
-        if (!initiator) _exit(1);
-    }
-    std::vector<unsigned long long> samples(1 << 16);
-    double floor_ns = 0, sampled_ns = 0;
-    for (int pass = 0; pass < 2; ++pass) {
-        double v = run(&lines[0], &lines[1], initiator, n, pass == 1, samples);
-        // Barrier between the passes, on lines of its own (the last pong must
-        // stay readable until the initiator has seen it): the responder says
-        // it is done, the initiator zeroes ping and pong and answers.
-        if (initiator) {
-            while (lines[2].v.load(std::memory_order_acquire) != pass + 1) {
-            }
-            lines[0].v.store(0, std::memory_order_relaxed);
-            lines[1].v.store(0, std::memory_order_relaxed);
-            lines[3].v.store(pass + 1, std::memory_order_release);
-            (pass == 0 ? floor_ns : sampled_ns) = v;
-        } else {
-            lines[2].v.store(pass + 1, std::memory_order_release);
-            while (lines[3].v.load(std::memory_order_acquire) != pass + 1) {
-            }
-        }
-    }
-    if (!initiator) _exit(0);
-    int status = 0;
-    waitpid(child, &status, 0);
-    printf("floor_ns %.1f\nfloor_sampled_ns %.1f\n", floor_ns, sampled_ns);
-    return 0;
+  }
+  if (!initiator) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  printf("floor_ns %.1f\nfloor_sampled_ns %.1f\n", floor_ns, sampled_ns);
+  return 0;
 }

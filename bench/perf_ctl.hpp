@@ -12,60 +12,60 @@
 namespace weft_perf {
 
 struct perf_error : std::runtime_error {
-    using std::runtime_error::runtime_error;
+  using std::runtime_error::runtime_error;
 };
 
 [[noreturn, gnu::cold]] void fail(const std::string& msg);
 
 enum class ctl_type : uint32_t {
-    hello = 1,   // initiator -> responder: payload = wire_config
-    hello_ack,   // responder -> initiator
-    addr,        // fabric address (payload), a = addr_format
-    mr,          // a = base address or 0, b = key, c = length
-    run,         // a = size, b = iterations, c = window
-    ready,       // responder has posted its receives
-    fill,        // check mode, read tests: a = first seq, b = count, c = size
-    verify,      // check mode, write tests: a = first seq, b = count, c = size
-    ack,         // reply to fill/verify
-    end,         // initiator finished a phase of a passive (RMA/atomic) test
-    done,        // responder finished a phase: a = target sum, b = target xor
-    bye,         // initiator is done
-    error,       // payload = message; the sender exits after sending it
+  hello = 1,  // initiator -> responder: payload = wire_config
+  hello_ack,  // responder -> initiator
+  addr,       // fabric address (payload), a = addr_format
+  mr,         // a = base address or 0, b = key, c = length
+  run,        // a = size, b = iterations, c = window
+  ready,      // responder has posted its receives
+  fill,       // check mode, read tests: a = first seq, b = count, c = size
+  verify,     // check mode, write tests: a = first seq, b = count, c = size
+  ack,        // reply to fill/verify
+  end,        // initiator finished a phase of a passive (RMA/atomic) test
+  done,       // responder finished a phase: a = target sum, b = target xor
+  bye,        // initiator is done
+  error,      // payload = message; the sender exits after sending it
 };
 
 // Fixed-size header, little-endian hosts only (both sides run this binary).
 struct ctl_msg {
-    uint32_t type = 0;
-    uint32_t len = 0;  // payload bytes following the header
-    uint64_t a = 0, b = 0, c = 0, d = 0;
+  uint32_t type = 0;
+  uint32_t len = 0;  // payload bytes following the header
+  uint64_t a = 0, b = 0, c = 0, d = 0;
 };
 static_assert(sizeof(ctl_msg) == 40);
 
 class ctl_channel {
 public:
-    ctl_channel() = default;
-    explicit ctl_channel(int fd, double timeout_s);
-    ctl_channel(const ctl_channel&) = delete;
-    ctl_channel& operator=(const ctl_channel&) = delete;
-    ~ctl_channel();
+  ctl_channel() = default;
+  explicit ctl_channel(int fd, double timeout_s);
+  ctl_channel(const ctl_channel&) = delete;
+  ctl_channel& operator=(const ctl_channel&) = delete;
+  ~ctl_channel();
 
-    void send(ctl_type t, uint64_t a = 0, uint64_t b = 0, uint64_t c = 0,
-              const void* payload = nullptr, uint32_t len = 0);
-    // Blocks up to the timeout; throws on EOF, timeout, or an error message
-    // from the peer (its text becomes ours).
-    ctl_msg recv(std::vector<uint8_t>* payload = nullptr);
-    ctl_msg expect(ctl_type t, std::vector<uint8_t>* payload = nullptr);
-    // Non-blocking: true when a message (or EOF) is waiting.
-    bool readable() const;
-    // Best effort, never throws: tell the peer why we are about to exit.
-    void send_error(const std::string& msg) noexcept;
-    int fd() const { return fd_; }
-    void set_timeout(double s) { timeout_s_ = s; }
+  void send(ctl_type t, uint64_t a = 0, uint64_t b = 0, uint64_t c = 0, const void* payload = nullptr,
+            uint32_t len = 0);
+  // Blocks up to the timeout; throws on EOF, timeout, or an error message
+  // from the peer (its text becomes ours).
+  ctl_msg recv(std::vector<uint8_t>* payload = nullptr);
+  ctl_msg expect(ctl_type t, std::vector<uint8_t>* payload = nullptr);
+  // Non-blocking: true when a message (or EOF) is waiting.
+  bool readable() const;
+  // Best effort, never throws: tell the peer why we are about to exit.
+  void send_error(const std::string& msg) noexcept;
+  int fd() const { return fd_; }
+  void set_timeout(double s) { timeout_s_ = s; }
 
 private:
-    void read_exact(void* p, size_t n);
-    int fd_ = -1;
-    double timeout_s_ = 5.0;
+  void read_exact(void* p, size_t n);
+  int fd_ = -1;
+  double timeout_s_ = 5.0;
 };
 
 // Listening socket on addr:port (port 0 = ephemeral). Returns fd, sets *bound.
@@ -85,13 +85,15 @@ double sample_s_slow();
 #if defined(__x86_64__)
 extern double g_sec_per_tick;  // > 0: TSC usable; < 0: CLOCK_MONOTONIC; 0: not calibrated
 inline double sample_s() {
-    double k = g_sec_per_tick;
-    if (k > 0) [[likely]]
-        return double(__builtin_ia32_rdtsc()) * k;
-    return sample_s_slow();
+  double k = g_sec_per_tick;
+  if (k > 0) [[likely]]
+    return double(__builtin_ia32_rdtsc()) * k;
+  return sample_s_slow();
 }
 #else
-inline double sample_s() { return now_s(); }
+inline double sample_s() {
+  return now_s();
+}
 #endif
 
 }  // namespace weft_perf

@@ -16,8 +16,8 @@
 #include "util/object.hpp"
 
 namespace weft {
-int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
-            const fi_info* hints, fi_info** info);
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+            fi_info** info);
 }
 
 namespace {
@@ -77,8 +77,8 @@ fi_info* widen_info(const void* old, const abi_sizes& s) {
   return out;
 }
 
-int getinfo_old(uint32_t version, const char* node, const char* service, uint64_t flags,
-                const void* hints, void** info, const abi_sizes& s) {
+int getinfo_old(uint32_t version, const char* node, const char* service, uint64_t flags, const void* hints,
+                void** info, const abi_sizes& s) {
   fi_info* wide = nullptr;
   if (hints) {
     wide = widen_info(hints, s);
@@ -95,62 +95,72 @@ int getinfo_old(uint32_t version, const char* node, const char* service, uint64_
 #define WEFT_SYMVER_DEFAULT(impl, sym, node) __asm__(".symver " #impl "," #sym "@@" #node)
 
 // --- fi_getinfo -------------------------------------------------------------
-WEFT_EXPORT int fi_getinfo_1_3(uint32_t version, const char* node, const char* service,
-                               uint64_t flags, const fi_info* hints, fi_info** info) {
+WEFT_EXPORT int fi_getinfo_1_3(uint32_t version, const char* node, const char* service, uint64_t flags,
+                               const fi_info* hints, fi_info** info) {
   return weft::guard([&] { return weft::getinfo(version, node, service, flags, hints, info); });
 }
-WEFT_SYMVER_DEFAULT(fi_getinfo_1_3, fi_getinfo, FABRIC_1.3);
+WEFT_SYMVER_DEFAULT(fi_getinfo_1_3, fi_getinfo, FABRIC_1 .3);
 
-WEFT_EXPORT int fi_getinfo_1_0(uint32_t version, const char* node, const char* service,
-                               uint64_t flags, const void* hints, void** info) {
+WEFT_EXPORT int fi_getinfo_1_0(uint32_t version, const char* node, const char* service, uint64_t flags,
+                               const void* hints, void** info) {
   return weft::guard([&] { return getinfo_old(version, node, service, flags, hints, info, abi_1_0); });
 }
-WEFT_SYMVER(fi_getinfo_1_0, fi_getinfo, FABRIC_1.0);
+WEFT_SYMVER(fi_getinfo_1_0, fi_getinfo, FABRIC_1 .0);
 
-WEFT_EXPORT int fi_getinfo_1_1(uint32_t version, const char* node, const char* service,
-                               uint64_t flags, const void* hints, void** info) {
+WEFT_EXPORT int fi_getinfo_1_1(uint32_t version, const char* node, const char* service, uint64_t flags,
+                               const void* hints, void** info) {
   return weft::guard([&] { return getinfo_old(version, node, service, flags, hints, info, abi_1_1); });
 }
-WEFT_SYMVER(fi_getinfo_1_1, fi_getinfo, FABRIC_1.1);
+WEFT_SYMVER(fi_getinfo_1_1, fi_getinfo, FABRIC_1 .1);
 
-WEFT_EXPORT int fi_getinfo_1_2(uint32_t version, const char* node, const char* service,
-                               uint64_t flags, const void* hints, void** info) {
+WEFT_EXPORT int fi_getinfo_1_2(uint32_t version, const char* node, const char* service, uint64_t flags,
+                               const void* hints, void** info) {
   return weft::guard([&] { return getinfo_old(version, node, service, flags, hints, info, abi_1_2); });
 }
-WEFT_SYMVER(fi_getinfo_1_2, fi_getinfo, FABRIC_1.2);
+WEFT_SYMVER(fi_getinfo_1_2, fi_getinfo, FABRIC_1 .2);
 
 // --- fi_freeinfo: every layout weft hands out is the newest -------------------
-WEFT_EXPORT void fi_freeinfo_1_3(fi_info* info) { weft::info_free(info); }
-WEFT_SYMVER_DEFAULT(fi_freeinfo_1_3, fi_freeinfo, FABRIC_1.3);
-WEFT_EXPORT void fi_freeinfo_1_0(void* info) { weft::info_free(static_cast<fi_info*>(info)); }
-WEFT_SYMVER(fi_freeinfo_1_0, fi_freeinfo, FABRIC_1.0);
-WEFT_EXPORT void fi_freeinfo_1_1(void* info) { weft::info_free(static_cast<fi_info*>(info)); }
-WEFT_SYMVER(fi_freeinfo_1_1, fi_freeinfo, FABRIC_1.1);
-WEFT_EXPORT void fi_freeinfo_1_2(void* info) { weft::info_free(static_cast<fi_info*>(info)); }
-WEFT_SYMVER(fi_freeinfo_1_2, fi_freeinfo, FABRIC_1.2);
+WEFT_EXPORT void fi_freeinfo_1_3(fi_info* info) {
+  weft::info_free(info);
+}
+WEFT_SYMVER_DEFAULT(fi_freeinfo_1_3, fi_freeinfo, FABRIC_1 .3);
+WEFT_EXPORT void fi_freeinfo_1_0(void* info) {
+  weft::info_free(static_cast<fi_info*>(info));
+}
+WEFT_SYMVER(fi_freeinfo_1_0, fi_freeinfo, FABRIC_1 .0);
+WEFT_EXPORT void fi_freeinfo_1_1(void* info) {
+  weft::info_free(static_cast<fi_info*>(info));
+}
+WEFT_SYMVER(fi_freeinfo_1_1, fi_freeinfo, FABRIC_1 .1);
+WEFT_EXPORT void fi_freeinfo_1_2(void* info) {
+  weft::info_free(static_cast<fi_info*>(info));
+}
+WEFT_SYMVER(fi_freeinfo_1_2, fi_freeinfo, FABRIC_1 .2);
 
 // --- fi_dupinfo ----------------------------------------------------------------
-WEFT_EXPORT fi_info* fi_dupinfo_1_3(const fi_info* info) { return weft::info_dup(info); }
-WEFT_SYMVER_DEFAULT(fi_dupinfo_1_3, fi_dupinfo, FABRIC_1.3);
+WEFT_EXPORT fi_info* fi_dupinfo_1_3(const fi_info* info) {
+  return weft::info_dup(info);
+}
+WEFT_SYMVER_DEFAULT(fi_dupinfo_1_3, fi_dupinfo, FABRIC_1 .3);
 WEFT_EXPORT void* fi_dupinfo_1_0(const void* info) {
   return info ? widen_info(info, abi_1_0) : weft::info_alloc();
 }
-WEFT_SYMVER(fi_dupinfo_1_0, fi_dupinfo, FABRIC_1.0);
+WEFT_SYMVER(fi_dupinfo_1_0, fi_dupinfo, FABRIC_1 .0);
 WEFT_EXPORT void* fi_dupinfo_1_1(const void* info) {
   return info ? widen_info(info, abi_1_1) : weft::info_alloc();
 }
-WEFT_SYMVER(fi_dupinfo_1_1, fi_dupinfo, FABRIC_1.1);
+WEFT_SYMVER(fi_dupinfo_1_1, fi_dupinfo, FABRIC_1 .1);
 WEFT_EXPORT void* fi_dupinfo_1_2(const void* info) {
   return info ? widen_info(info, abi_1_2) : weft::info_alloc();
 }
-WEFT_SYMVER(fi_dupinfo_1_2, fi_dupinfo, FABRIC_1.2);
+WEFT_SYMVER(fi_dupinfo_1_2, fi_dupinfo, FABRIC_1 .2);
 
 // --- fi_fabric -------------------------------------------------------------------
 WEFT_EXPORT int fi_fabric_1_1(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
   if (!attr) return -FI_EINVAL;
   return weft::guard([&] { return weft::fabric_open(attr, fabric, context, attr->api_version); });
 }
-WEFT_SYMVER_DEFAULT(fi_fabric_1_1, fi_fabric, FABRIC_1.1);
+WEFT_SYMVER_DEFAULT(fi_fabric_1_1, fi_fabric, FABRIC_1 .1);
 
 // ABI 1.0's fi_fabric_attr has no api_version: such callers are API 1.0–1.4.
 WEFT_EXPORT int fi_fabric_1_0(void* attr_1_0, fid_fabric** fabric, void* context) {
@@ -160,15 +170,17 @@ WEFT_EXPORT int fi_fabric_1_0(void* attr_1_0, fid_fabric** fabric, void* context
   attr.api_version = FI_VERSION(1, 0);
   return weft::guard([&] { return weft::fabric_open(&attr, fabric, context, attr.api_version); });
 }
-WEFT_SYMVER(fi_fabric_1_0, fi_fabric, FABRIC_1.0);
+WEFT_SYMVER(fi_fabric_1_0, fi_fabric, FABRIC_1 .0);
 
 // --- unversioned ------------------------------------------------------------------
-WEFT_EXPORT uint32_t fi_version(void) { return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION); }
+WEFT_EXPORT uint32_t fi_version(void) {
+  return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+}
 
 // fi_open opens named top-level interfaces ("mr_cache", "logging" …): weft
 // has none yet.
-WEFT_EXPORT int fi_open(uint32_t version, const char* name, void* attr, size_t attr_len,
-                        uint64_t flags, fid** fid, void* context) {
+WEFT_EXPORT int fi_open(uint32_t version, const char* name, void* attr, size_t attr_len, uint64_t flags,
+                        fid** fid, void* context) {
   (void)version, (void)attr, (void)attr_len, (void)flags, (void)context;
   if (!name || !fid) return -FI_EINVAL;
   return -FI_ENOSYS;

@@ -10,20 +10,20 @@
 namespace {
 
 const char* const fabric_errors[] = {
-    "Unspecified error",                                   // FI_EOTHER
-    "Provided buffer is too small",                        // FI_ETOOSMALL
-    "Operation not permitted in current state",            // FI_EOPBADSTATE
-    "Error available",                                     // FI_EAVAIL
-    "Flags not supported",                                 // FI_EBADFLAGS
-    "Missing or unavailable event queue",                  // FI_ENOEQ
-    "Invalid resource domain",                             // FI_EDOMAIN
-    "Missing or unavailable completion queue",             // FI_ENOCQ
-    "CRC error",                                           // FI_ECRC
-    "Truncation error",                                    // FI_ETRUNC
-    "Required key not available",                          // FI_ENOKEY
-    "Missing or unavailable address vector",               // FI_ENOAV
-    "Queue has been overrun",                              // FI_EOVERRUN
-    "Receiver not ready, no receive buffers available",    // FI_ENORX
+    "Unspecified error",                                 // FI_EOTHER
+    "Provided buffer is too small",                      // FI_ETOOSMALL
+    "Operation not permitted in current state",          // FI_EOPBADSTATE
+    "Error available",                                   // FI_EAVAIL
+    "Flags not supported",                               // FI_EBADFLAGS
+    "Missing or unavailable event queue",                // FI_ENOEQ
+    "Invalid resource domain",                           // FI_EDOMAIN
+    "Missing or unavailable completion queue",           // FI_ENOCQ
+    "CRC error",                                         // FI_ECRC
+    "Truncation error",                                  // FI_ETRUNC
+    "Required key not available",                        // FI_ENOKEY
+    "Missing or unavailable address vector",             // FI_ENOAV
+    "Queue has been overrun",                            // FI_EOVERRUN
+    "Receiver not ready, no receive buffers available",  // FI_ENORX
 };
 static_assert(sizeof(fabric_errors) / sizeof(fabric_errors[0]) == FI_ERRNO_MAX - FI_ERRNO_OFFSET);
 

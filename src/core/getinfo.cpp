@@ -60,7 +60,9 @@ bool allowed_by_hints(const fi_info* hints, const char* prov) {
   return strcasecmp(hints->fabric_attr->prov_name, prov) == 0;
 }
 
-bool subset(uint64_t want, uint64_t have) { return (want & ~have) == 0; }
+bool subset(uint64_t want, uint64_t have) {
+  return (want & ~have) == 0;
+}
 
 // An enum field from the application, read as the int it is: an out-of-range
 // value must be rejected, not loaded as the enum type.
@@ -111,8 +113,7 @@ bool ep_ok(const fi_ep_attr* h, const fi_ep_attr* p, const fi_domain_attr* pd) {
   if (h->max_msg_size > p->max_msg_size) return false;
   if (h->auth_key_size || h->auth_key) return false;
   auto ctx_ok = [](size_t want, size_t max) { return want == FI_SHARED_CONTEXT || want <= max; };
-  if (!ctx_ok(h->tx_ctx_cnt, pd->max_ep_tx_ctx) || !ctx_ok(h->rx_ctx_cnt, pd->max_ep_rx_ctx))
-    return false;
+  if (!ctx_ok(h->tx_ctx_cnt, pd->max_ep_tx_ctx) || !ctx_ok(h->rx_ctx_cnt, pd->max_ep_rx_ctx)) return false;
   if (h->tx_ctx_cnt == FI_SHARED_CONTEXT && !pd->max_ep_stx_ctx) return false;
   if (h->rx_ctx_cnt == FI_SHARED_CONTEXT && !pd->max_ep_srx_ctx) return false;
   return true;
@@ -123,8 +124,7 @@ bool domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_attr* 
   if (h->name && strcmp(h->name, p->name)) return false;
   if (h->domain) return false;  // opening info for an existing domain: not supported
   if (raw(h->threading) > FI_THREAD_COMPLETION) return false;
-  if (raw(h->control_progress) > FI_PROGRESS_MANUAL ||
-      raw(h->data_progress) > FI_PROGRESS_MANUAL)
+  if (raw(h->control_progress) > FI_PROGRESS_MANUAL || raw(h->data_progress) > FI_PROGRESS_MANUAL)
     return false;
   if (raw(h->resource_mgmt) > FI_RM_ENABLED) return false;
   if (raw(h->av_type) > FI_AV_TABLE) return false;
@@ -135,8 +135,7 @@ bool domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_attr* 
       h->max_ep_srx_ctx > p->max_ep_srx_ctx)
     return false;
   if (FI_VERSION_GE(version, FI_VERSION(1, 5))) {
-    if (h->cntr_cnt > p->cntr_cnt || h->mr_iov_limit > p->mr_iov_limit || h->mr_cnt > p->mr_cnt)
-      return false;
+    if (h->cntr_cnt > p->cntr_cnt || h->mr_iov_limit > p->mr_iov_limit || h->mr_cnt > p->mr_cnt) return false;
     if (h->auth_key_size || h->auth_key) return false;
     if (!subset(h->caps, p->caps | secondary_caps)) return false;
   }
@@ -159,8 +158,8 @@ uint64_t grant(uint64_t asked, uint64_t offered) {
 }
 
 // Adapt a duplicated template to the hints and the caller's version.
-int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* node,
-          const char* service, uint64_t flags, provider& prov) {
+int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* node, const char* service,
+          uint64_t flags, provider& prov) {
   bool mr_any;
   uint64_t app_bits = app_mr_bits(version, hints, &mr_any);
   uint64_t prov_required = 0;  // weft's providers need no mr_mode bit
@@ -172,8 +171,8 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
     mr_bits = mr_basic_map;  // legacy basic mode: the application expects all three
   } else {
     // Of the bits the application supports, use those the provider prefers.
-    mr_bits = prov_required |
-              (app_bits & mr_mode_optional & static_cast<uint64_t>(info->domain_attr->mr_mode));
+    mr_bits =
+        prov_required | (app_bits & mr_mode_optional & static_cast<uint64_t>(info->domain_attr->mr_mode));
   }
 
   if (hints) {
@@ -249,8 +248,7 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
   return 0;
 }
 
-bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const char* node,
-             uint64_t flags) {
+bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const char* node, uint64_t flags) {
   if (!hints) {
     // An IPv6 node chooses the IPv6 templates and vice versa.
     if (node && (t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6)) {
@@ -261,12 +259,12 @@ bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const cha
     return t->addr_format != FI_SOCKADDR_IN6 || node;
   }
   if (hints->caps && !subset(hints->caps & ~secondary_caps, t->caps)) return false;
-  if (hints->caps & secondary_caps & ~t->caps & ~(FI_SOURCE_ERR | FI_SHARED_AV | FI_TRIGGER |
-                                                  FI_RMA_PMEM))
+  if (hints->caps & secondary_caps & ~t->caps & ~(FI_SOURCE_ERR | FI_SHARED_AV | FI_TRIGGER | FI_RMA_PMEM))
     return false;
-  if (hints->caps & (FI_SOURCE_ERR | FI_SHARED_AV | FI_TRIGGER | FI_RMA_PMEM | FI_HMEM |
-                     FI_MULTICAST | FI_COLLECTIVE | FI_NAMED_RX_CTX | FI_VARIABLE_MSG |
-                     FI_AV_USER_ID) & ~t->caps)
+  if (hints->caps &
+      (FI_SOURCE_ERR | FI_SHARED_AV | FI_TRIGGER | FI_RMA_PMEM | FI_HMEM | FI_MULTICAST | FI_COLLECTIVE |
+       FI_NAMED_RX_CTX | FI_VARIABLE_MSG | FI_AV_USER_ID) &
+      ~t->caps)
     return false;
   if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != t->addr_format) return false;
   if (hints->addr_format == FI_FORMAT_UNSPEC) {
@@ -287,8 +285,8 @@ bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const cha
 
 }  // namespace
 
-int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
-            const fi_info* hints, fi_info** info) {
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+            fi_info** info) {
   if (!info) return -FI_EINVAL;
   if (FI_MAJOR(version) != 1 || FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), version)) {
     WEFT_WARN(FI_LOG_CORE, "requested API version %u.%u is not supported", FI_MAJOR(version),

@@ -163,8 +163,8 @@ fi_info* info_dup(const fi_info* src) noexcept {
       d->domain_attr->auth_key = nullptr;
       d->domain_attr->name = dup_cstr(src->domain_attr->name);
       if (src->domain_attr->auth_key && src->domain_attr->auth_key_size)
-        d->domain_attr->auth_key = static_cast<uint8_t*>(
-            mem_dup(src->domain_attr->auth_key, src->domain_attr->auth_key_size));
+        d->domain_attr->auth_key =
+            static_cast<uint8_t*>(mem_dup(src->domain_attr->auth_key, src->domain_attr->auth_key_size));
     }
     if (src->fabric_attr) {
       d->fabric_attr = dup_attr(src->fabric_attr);

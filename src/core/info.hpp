@@ -7,7 +7,7 @@
 
 namespace weft {
 
-fi_info* info_alloc() noexcept;                 // zeroed info with all attrs allocated
+fi_info* info_alloc() noexcept;                   // zeroed info with all attrs allocated
 fi_info* info_dup(const fi_info* info) noexcept;  // deep copy of one entry (next = NULL)
 void info_free(fi_info* info) noexcept;           // frees the whole list
 

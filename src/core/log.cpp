@@ -20,7 +20,7 @@ namespace {
 struct log_config {
   int level = -1;  // -1: logging off (libfabric's default prints nothing)
   uint32_t subsys_mask = ~0u;
-  std::string prov;     // empty: all providers
+  std::string prov;  // empty: all providers
   bool prov_exclude = false;
 
   log_config() {
@@ -60,8 +60,7 @@ const char* const subsys_names[] = {"core", "fabric", "domain", "ep_ctrl", "ep_d
 bool log_enabled(fi_log_level level, fi_log_subsys subsys, const char* prov) noexcept {
   const log_config& c = config();
   if (c.level < 0 || static_cast<int>(level) > c.level) return false;
-  if (static_cast<unsigned>(subsys) < FI_LOG_SUBSYS_MAX && !(c.subsys_mask & (1u << subsys)))
-    return false;
+  if (static_cast<unsigned>(subsys) < FI_LOG_SUBSYS_MAX && !(c.subsys_mask & (1u << subsys))) return false;
   if (!c.prov.empty() && prov) {
     bool match = c.prov == prov;
     if (match == c.prov_exclude) return false;
@@ -69,8 +68,8 @@ bool log_enabled(fi_log_level level, fi_log_subsys subsys, const char* prov) noe
   return true;
 }
 
-void log_write(fi_log_level level, fi_log_subsys subsys, const char* prov, const char* func,
-               int line, const char* fmt, ...) noexcept {
+void log_write(fi_log_level level, fi_log_subsys subsys, const char* prov, const char* func, int line,
+               const char* fmt, ...) noexcept {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -82,9 +81,8 @@ void log_write(fi_log_level level, fi_log_subsys subsys, const char* prov, const
   const char* sub = static_cast<unsigned>(subsys) < FI_LOG_SUBSYS_MAX ? subsys_names[subsys] : "?";
   static std::mutex m;
   std::lock_guard lock(m);
-  fprintf(stderr, "libfabric:%d:%ld.%06ld::%s:%s:%s():%d<%s> %s\n", getpid(),
-          static_cast<long>(tv.tv_sec), static_cast<long>(tv.tv_usec), prov ? prov : "core", sub,
-          func ? func : "", line, lvl, msg);
+  fprintf(stderr, "libfabric:%d:%ld.%06ld::%s:%s:%s():%d<%s> %s\n", getpid(), static_cast<long>(tv.tv_sec),
+          static_cast<long>(tv.tv_usec), prov ? prov : "core", sub, func ? func : "", line, lvl, msg);
 }
 
 }  // namespace weft
@@ -108,8 +106,8 @@ WEFT_EXPORT int fi_log_ready(const fi_provider* prov, fi_log_level level, fi_log
   return 1;
 }
 
-WEFT_EXPORT void fi_log(const fi_provider* prov, fi_log_level level, fi_log_subsys subsys,
-                        const char* func, int line, const char* fmt, ...) {
+WEFT_EXPORT void fi_log(const fi_provider* prov, fi_log_level level, fi_log_subsys subsys, const char* func,
+                        int line, const char* fmt, ...) {
   if (!fmt) return;
   char msg[1024];
   va_list ap;

@@ -6,16 +6,15 @@
 namespace weft {
 
 bool log_enabled(fi_log_level level, fi_log_subsys subsys, const char* prov) noexcept;
-[[gnu::format(printf, 6, 7)]] void log_write(fi_log_level level, fi_log_subsys subsys,
-                                             const char* prov, const char* func, int line,
-                                             const char* fmt, ...) noexcept;
+[[gnu::format(printf, 6, 7)]] void log_write(fi_log_level level, fi_log_subsys subsys, const char* prov,
+                                             const char* func, int line, const char* fmt, ...) noexcept;
 
 }  // namespace weft
 
-#define WEFT_LOG(level, subsys, prov, ...)                                       \
-  do {                                                                           \
-    if (::weft::log_enabled(level, subsys, prov)) [[unlikely]]                   \
-      ::weft::log_write(level, subsys, prov, __func__, __LINE__, __VA_ARGS__);   \
+#define WEFT_LOG(level, subsys, prov, ...)                                     \
+  do {                                                                         \
+    if (::weft::log_enabled(level, subsys, prov)) [[unlikely]]                 \
+      ::weft::log_write(level, subsys, prov, __func__, __LINE__, __VA_ARGS__); \
   } while (0)
 #define WEFT_WARN(subsys, ...) WEFT_LOG(FI_LOG_WARN, subsys, "core", __VA_ARGS__)
 #define WEFT_INFO(subsys, ...) WEFT_LOG(FI_LOG_INFO, subsys, "core", __VA_ARGS__)

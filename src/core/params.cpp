@@ -115,8 +115,8 @@ void params_init() {
 
 // --- the exported ABI ---------------------------------------------------------
 
-WEFT_EXPORT int fi_param_define(const fi_provider* provider, const char* param_name,
-                                fi_param_type type, const char* help_string_fmt, ...) {
+WEFT_EXPORT int fi_param_define(const fi_provider* provider, const char* param_name, fi_param_type type,
+                                const char* help_string_fmt, ...) {
   if (!param_name || !*param_name || static_cast<unsigned>(type) > FI_PARAM_SIZE_T) return -FI_EINVAL;
   char help[512] = "";
   if (help_string_fmt) {

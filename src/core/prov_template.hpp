@@ -9,21 +9,20 @@ namespace weft {
 
 // Capability classes (man fi_getinfo): primary caps must be requested to be
 // granted; secondary caps may be returned whether asked for or not.
-inline constexpr uint64_t primary_caps =
-    FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_MULTICAST | FI_NAMED_RX_CTX | FI_DIRECTED_RECV |
-    FI_READ | FI_WRITE | FI_RECV | FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_HMEM |
-    FI_COLLECTIVE | FI_VARIABLE_MSG | FI_AV_USER_ID;
+inline constexpr uint64_t primary_caps = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_MULTICAST |
+                                         FI_NAMED_RX_CTX | FI_DIRECTED_RECV | FI_READ | FI_WRITE | FI_RECV |
+                                         FI_SEND | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_HMEM |
+                                         FI_COLLECTIVE | FI_VARIABLE_MSG | FI_AV_USER_ID;
 inline constexpr uint64_t secondary_caps = FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SHARED_AV |
                                            FI_TRIGGER | FI_FENCE | FI_LOCAL_COMM | FI_REMOTE_COMM |
                                            FI_SOURCE_ERR | FI_RMA_PMEM;
 inline constexpr uint64_t tx_cap_mask = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_READ | FI_WRITE |
                                         FI_SEND | FI_HMEM | FI_TRIGGER | FI_FENCE | FI_MULTICAST |
                                         FI_RMA_PMEM | FI_NAMED_RX_CTX | FI_COLLECTIVE;
-inline constexpr uint64_t rx_cap_mask = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_RECV |
-                                        FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV |
-                                        FI_RMA_EVENT | FI_SOURCE | FI_DIRECTED_RECV | FI_HMEM |
-                                        FI_TRIGGER | FI_MULTICAST | FI_SOURCE_ERR | FI_RMA_PMEM |
-                                        FI_VARIABLE_MSG | FI_COLLECTIVE;
+inline constexpr uint64_t rx_cap_mask = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
+                                        FI_REMOTE_WRITE | FI_MULTI_RECV | FI_RMA_EVENT | FI_SOURCE |
+                                        FI_DIRECTED_RECV | FI_HMEM | FI_TRIGGER | FI_MULTICAST |
+                                        FI_SOURCE_ERR | FI_RMA_PMEM | FI_VARIABLE_MSG | FI_COLLECTIVE;
 
 // mr_mode bits a weft provider can run with or without: the application's
 // hints choose (see getinfo.cpp).
@@ -35,7 +34,7 @@ inline constexpr uint64_t mr_basic_map = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_
 // (queue sizes, iov limits, key and CQ data sizes, progress, threading, the
 // preferred mr_mode FI_MR_VIRT_ADDR) is common. Throws std::bad_alloc.
 struct template_spec {
-  const char* name;        // provider, fabric and domain name
+  const char* name;  // provider, fabric and domain name
   uint32_t prov_version;
   uint64_t caps;
   uint32_t addr_format;
@@ -43,7 +42,7 @@ struct template_spec {
   uint32_t protocol;
   size_t inject_size;
   size_t ep_cnt;
-  size_t max_ep_ctx;       // max_ep_{tx,rx,stx,srx}_ctx
+  size_t max_ep_ctx;  // max_ep_{tx,rx,stx,srx}_ctx
 };
 fi_info* make_template(const template_spec& spec);
 

@@ -43,65 +43,57 @@ namespace {
 
 class out_buf {
 public:
-    out_buf(char* buf, size_t len) noexcept : buf_(buf), len_(len) {}
+  out_buf(char* buf, size_t len) noexcept : buf_(buf), len_(len) {}
 
-    char* start() const noexcept { return buf_; }
-    size_t size() const noexcept { return len_; }
-    size_t used() const noexcept { return strnlen(buf_, len_); }
+  char* start() const noexcept { return buf_; }
+  size_t size() const noexcept { return len_; }
+  size_t used() const noexcept { return strnlen(buf_, len_); }
 
-    // Text: at most len - 2 characters in the whole buffer.
-    void put(std::string_view s) noexcept
-    {
-        size_t at = used();
-        if (at + 1 >= len_)
-            return;
-        size_t room = len_ - 1 - at; // vsnprintf-style size, terminator included
-        size_t n = s.size() < room - 1 ? s.size() : room - 1;
-        memcpy(buf_ + at, s.data(), n);
-        buf_[at + n] = '\0';
-    }
+  // Text: at most len - 2 characters in the whole buffer.
+  void put(std::string_view s) noexcept {
+    size_t at = used();
+    if (at + 1 >= len_) return;
+    size_t room = len_ - 1 - at;  // vsnprintf-style size, terminator included
+    size_t n = s.size() < room - 1 ? s.size() : room - 1;
+    memcpy(buf_ + at, s.data(), n);
+    buf_[at + n] = '\0';
+  }
 
-    [[gnu::format(printf, 2, 3)]] void putf(const char* fmt, ...) noexcept
-    {
-        size_t at = used();
-        if (at + 1 >= len_)
-            return;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf_ + at, len_ - 1 - at, fmt, ap);
-        va_end(ap);
-    }
+  [[gnu::format(printf, 2, 3)]] void putf(const char* fmt, ...) noexcept {
+    size_t at = used();
+    if (at + 1 >= len_) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf_ + at, len_ - 1 - at, fmt, ap);
+    va_end(ap);
+  }
 
-    // Addresses: may fill the buffer up to len - 1 characters.
-    [[gnu::format(printf, 2, 3)]] void put_full(const char* fmt, ...) noexcept
-    {
-        size_t at = used();
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf_ + at, len_ - at, fmt, ap);
-        va_end(ap);
-    }
+  // Addresses: may fill the buffer up to len - 1 characters.
+  [[gnu::format(printf, 2, 3)]] void put_full(const char* fmt, ...) noexcept {
+    size_t at = used();
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf_ + at, len_ - at, fmt, ap);
+    va_end(ap);
+  }
 
-    // Ends a list of flags: drop a trailing ", ", when the buffer ends with
-    // one (truncation may have cut it, or something longer may follow it).
-    void drop_trailing_comma() noexcept
-    {
-        size_t n = used();
-        if (n >= 2 && buf_[n - 2] == ',' && buf_[n - 1] == ' ')
-            buf_[n - 2] = '\0';
-    }
+  // Ends a list of flags: drop a trailing ", ", when the buffer ends with
+  // one (truncation may have cut it, or something longer may follow it).
+  void drop_trailing_comma() noexcept {
+    size_t n = used();
+    if (n >= 2 && buf_[n - 2] == ',' && buf_[n - 1] == ' ') buf_[n - 2] = '\0';
+  }
 
 private:
-    char* buf_;
-    size_t len_;
+  char* buf_;
+  size_t len_;
 };
 
 template <typename T>
-T load(const void* p, size_t offset = 0) noexcept
-{
-    T v;
-    memcpy(&v, static_cast<const unsigned char*>(p) + offset, sizeof v);
-    return v;
+T load(const void* p, size_t offset = 0) noexcept {
+  T v;
+  memcpy(&v, static_cast<const unsigned char*>(p) + offset, sizeof v);
+  return v;
 }
 
 // ---------------------------------------------------------------- enums
@@ -109,70 +101,76 @@ T load(const void* p, size_t offset = 0) noexcept
 // An enum field as the int it holds: callers in C store any value there, and
 // loading an out-of-range value as the C++ enum type is undefined.
 template <typename E>
-int raw_enum(const E& field) noexcept
-{
-    static_assert(sizeof(E) == sizeof(int));
-    return load<int>(&field);
+int raw_enum(const E& field) noexcept {
+  static_assert(sizeof(E) == sizeof(int));
+  return load<int>(&field);
 }
 
 using names = std::span<const char* const>;
 
-void put_enum(out_buf& out, names table, int value) noexcept
-{
-    if (value >= 0 && static_cast<size_t>(value) < table.size() && table[value])
-        out.put(table[value]);
-    else
-        out.put("Unknown");
+void put_enum(out_buf& out, names table, int value) noexcept {
+  if (value >= 0 && static_cast<size_t>(value) < table.size() && table[value])
+    out.put(table[value]);
+  else
+    out.put("Unknown");
 }
 
 // Address formats and protocols reserve the high bit for providers.
-void put_enum_prov(out_buf& out, names table, uint32_t value) noexcept
-{
-    if (value & FI_PROV_SPECIFIC)
-        out.put("Provider specific");
-    else
-        put_enum(out, table, static_cast<int>(value));
+void put_enum_prov(out_buf& out, names table, uint32_t value) noexcept {
+  if (value & FI_PROV_SPECIFIC)
+    out.put("Provider specific");
+  else
+    put_enum(out, table, static_cast<int>(value));
 }
 
 constexpr const char* ep_type_names[] = {
-    "FI_EP_UNSPEC", "FI_EP_MSG", "FI_EP_DGRAM", "FI_EP_RDM",
-    "FI_EP_SOCK_STREAM", "FI_EP_SOCK_DGRAM",
+    "FI_EP_UNSPEC", "FI_EP_MSG", "FI_EP_DGRAM", "FI_EP_RDM", "FI_EP_SOCK_STREAM", "FI_EP_SOCK_DGRAM",
 };
 static_assert(FI_EP_SOCK_DGRAM == 5);
 
 constexpr const char* addr_format_names[] = {
-    "FI_FORMAT_UNSPEC", "FI_SOCKADDR", "FI_SOCKADDR_IN", "FI_SOCKADDR_IN6",
-    "FI_SOCKADDR_IB", "FI_ADDR_PSMX", "FI_ADDR_GNI", "FI_ADDR_BGQ",
-    "FI_ADDR_MLX", "FI_ADDR_STR", "FI_ADDR_PSMX2", "FI_ADDR_IB_UD",
-    "FI_ADDR_EFA", "FI_ADDR_PSMX3", "FI_ADDR_OPX", "FI_ADDR_CXI",
+    "FI_FORMAT_UNSPEC", "FI_SOCKADDR",   "FI_SOCKADDR_IN", "FI_SOCKADDR_IN6",
+    "FI_SOCKADDR_IB",   "FI_ADDR_PSMX",  "FI_ADDR_GNI",    "FI_ADDR_BGQ",
+    "FI_ADDR_MLX",      "FI_ADDR_STR",   "FI_ADDR_PSMX2",  "FI_ADDR_IB_UD",
+    "FI_ADDR_EFA",      "FI_ADDR_PSMX3", "FI_ADDR_OPX",    "FI_ADDR_CXI",
 };
 static_assert(FI_ADDR_CXI == 15);
 
 constexpr const char* threading_names[] = {
-    "FI_THREAD_UNSPEC", "FI_THREAD_SAFE", "FI_THREAD_FID", "FI_THREAD_DOMAIN",
-    "FI_THREAD_COMPLETION", "FI_THREAD_ENDPOINT",
+    "FI_THREAD_UNSPEC", "FI_THREAD_SAFE",       "FI_THREAD_FID",
+    "FI_THREAD_DOMAIN", "FI_THREAD_COMPLETION", "FI_THREAD_ENDPOINT",
 };
 static_assert(FI_THREAD_ENDPOINT == 5);
 
 constexpr const char* progress_names[] = {
-    "FI_PROGRESS_UNSPEC", "FI_PROGRESS_AUTO", "FI_PROGRESS_MANUAL",
+    "FI_PROGRESS_UNSPEC",
+    "FI_PROGRESS_AUTO",
+    "FI_PROGRESS_MANUAL",
 };
 static_assert(FI_PROGRESS_MANUAL == 2);
 
 constexpr const char* resource_mgmt_names[] = {
-    "FI_RM_UNSPEC", "FI_RM_DISABLED", "FI_RM_ENABLED",
+    "FI_RM_UNSPEC",
+    "FI_RM_DISABLED",
+    "FI_RM_ENABLED",
 };
 static_assert(FI_RM_ENABLED == 2);
 
 // FI_PROTO_MXM (7) and FI_PROTO_MRAIL (17) have no printed name.
 constexpr const char* protocol_names[] = {
-    "FI_PROTO_UNSPEC", "FI_PROTO_RDMA_CM_IB_RC", "FI_PROTO_IWARP",
-    "FI_PROTO_IB_UD", "FI_PROTO_PSMX", "FI_PROTO_UDP", "FI_PROTO_SOCK_TCP",
-    nullptr, "FI_PROTO_IWARP_RDM", "FI_PROTO_IB_RDM", "FI_PROTO_GNI",
-    "FI_PROTO_RXM", "FI_PROTO_RXD", "FI_PROTO_MLX", "FI_PROTO_NETWORKDIRECT",
-    "FI_PROTO_PSMX2", "FI_PROTO_SHM", nullptr, "FI_PROTO_RSTREAM",
-    "FI_PROTO_RDMA_CM_IB_XRC", "FI_PROTO_EFA", "FI_PROTO_PSMX3",
-    "FI_PROTO_RXM_TCP", "FI_PROTO_OPX", "FI_PROTO_CXI", "FI_PROTO_XNET",
+    "FI_PROTO_UNSPEC",        "FI_PROTO_RDMA_CM_IB_RC",
+    "FI_PROTO_IWARP",         "FI_PROTO_IB_UD",
+    "FI_PROTO_PSMX",          "FI_PROTO_UDP",
+    "FI_PROTO_SOCK_TCP",      nullptr,
+    "FI_PROTO_IWARP_RDM",     "FI_PROTO_IB_RDM",
+    "FI_PROTO_GNI",           "FI_PROTO_RXM",
+    "FI_PROTO_RXD",           "FI_PROTO_MLX",
+    "FI_PROTO_NETWORKDIRECT", "FI_PROTO_PSMX2",
+    "FI_PROTO_SHM",           nullptr,
+    "FI_PROTO_RSTREAM",       "FI_PROTO_RDMA_CM_IB_XRC",
+    "FI_PROTO_EFA",           "FI_PROTO_PSMX3",
+    "FI_PROTO_RXM_TCP",       "FI_PROTO_OPX",
+    "FI_PROTO_CXI",           "FI_PROTO_XNET",
 };
 static_assert(FI_PROTO_MXM == 7 && FI_PROTO_MRAIL == 17 && FI_PROTO_XNET == 25);
 
@@ -180,49 +178,52 @@ constexpr const char* av_type_names[] = {"FI_AV_UNSPEC", "FI_AV_MAP", "FI_AV_TAB
 static_assert(FI_AV_TABLE == 2);
 
 constexpr const char* datatype_names[] = {
-    "FI_INT8", "FI_UINT8", "FI_INT16", "FI_UINT16", "FI_INT32", "FI_UINT32",
-    "FI_INT64", "FI_UINT64", "FI_FLOAT", "FI_DOUBLE", "FI_FLOAT_COMPLEX",
-    "FI_DOUBLE_COMPLEX", "FI_LONG_DOUBLE", "FI_LONG_DOUBLE_COMPLEX",
-    "FI_INT128", "FI_UINT128",
+    "FI_INT8",          "FI_UINT8",
+    "FI_INT16",         "FI_UINT16",
+    "FI_INT32",         "FI_UINT32",
+    "FI_INT64",         "FI_UINT64",
+    "FI_FLOAT",         "FI_DOUBLE",
+    "FI_FLOAT_COMPLEX", "FI_DOUBLE_COMPLEX",
+    "FI_LONG_DOUBLE",   "FI_LONG_DOUBLE_COMPLEX",
+    "FI_INT128",        "FI_UINT128",
 };
 static_assert(FI_UINT128 == 15);
 
 constexpr const char* atomic_op_names[] = {
-    "FI_MIN", "FI_MAX", "FI_SUM", "FI_PROD", "FI_LOR", "FI_LAND", "FI_BOR",
-    "FI_BAND", "FI_LXOR", "FI_BXOR", "FI_ATOMIC_READ", "FI_ATOMIC_WRITE",
-    "FI_CSWAP", "FI_CSWAP_NE", "FI_CSWAP_LE", "FI_CSWAP_LT", "FI_CSWAP_GE",
-    "FI_CSWAP_GT", "FI_MSWAP",
+    "FI_MIN",         "FI_MAX",          "FI_SUM",      "FI_PROD",     "FI_LOR",
+    "FI_LAND",        "FI_BOR",          "FI_BAND",     "FI_LXOR",     "FI_BXOR",
+    "FI_ATOMIC_READ", "FI_ATOMIC_WRITE", "FI_CSWAP",    "FI_CSWAP_NE", "FI_CSWAP_LE",
+    "FI_CSWAP_LT",    "FI_CSWAP_GE",     "FI_CSWAP_GT", "FI_MSWAP",
 };
 static_assert(FI_MSWAP == 18);
 
 constexpr const char* eq_event_names[] = {
-    "FI_NOTIFY", "FI_CONNREQ", "FI_CONNECTED", "FI_SHUTDOWN",
+    "FI_NOTIFY",      "FI_CONNREQ",     "FI_CONNECTED",     "FI_SHUTDOWN",
     "FI_MR_COMPLETE", "FI_AV_COMPLETE", "FI_JOIN_COMPLETE",
 };
 static_assert(FI_NOTIFY == 0 && FI_JOIN_COMPLETE == 6);
 
 constexpr const char* op_type_names[] = {
-    "FI_OP_RECV", "FI_OP_SEND", "FI_OP_TRECV", "FI_OP_TSEND", "FI_OP_READ",
-    "FI_OP_WRITE", "FI_OP_ATOMIC", "FI_OP_FETCH_ATOMIC",
+    "FI_OP_RECV",           "FI_OP_SEND",     "FI_OP_TRECV",    "FI_OP_TSEND",
+    "FI_OP_READ",           "FI_OP_WRITE",    "FI_OP_ATOMIC",   "FI_OP_FETCH_ATOMIC",
     "FI_OP_COMPARE_ATOMIC", "FI_OP_CNTR_SET", "FI_OP_CNTR_ADD",
 };
 static_assert(FI_OP_CNTR_ADD == 10);
 
 constexpr const char* collective_op_names[] = {
-    "FI_BARRIER", "FI_BROADCAST", "FI_ALLTOALL", "FI_ALLREDUCE",
-    "FI_ALLGATHER", "FI_REDUCE_SCATTER", "FI_REDUCE", "FI_SCATTER", "FI_GATHER",
+    "FI_BARRIER",        "FI_BROADCAST", "FI_ALLTOALL", "FI_ALLREDUCE", "FI_ALLGATHER",
+    "FI_REDUCE_SCATTER", "FI_REDUCE",    "FI_SCATTER",  "FI_GATHER",
 };
 static_assert(FI_GATHER == 8);
 
 constexpr const char* hmem_iface_names[] = {
-    "FI_HMEM_SYSTEM", "FI_HMEM_CUDA", "FI_HMEM_ROCR", "FI_HMEM_ZE",
-    "FI_HMEM_NEURON", "FI_HMEM_SYNAPSEAI",
+    "FI_HMEM_SYSTEM", "FI_HMEM_CUDA", "FI_HMEM_ROCR", "FI_HMEM_ZE", "FI_HMEM_NEURON", "FI_HMEM_SYNAPSEAI",
 };
 static_assert(FI_HMEM_SYNAPSEAI == 5);
 
 constexpr const char* cq_format_names[] = {
     "FI_CQ_FORMAT_UNSPEC", "FI_CQ_FORMAT_CONTEXT", "FI_CQ_FORMAT_MSG",
-    "FI_CQ_FORMAT_DATA", "FI_CQ_FORMAT_TAGGED",
+    "FI_CQ_FORMAT_DATA",   "FI_CQ_FORMAT_TAGGED",
 };
 static_assert(FI_CQ_FORMAT_TAGGED == 4);
 
@@ -236,475 +237,522 @@ constexpr const char* log_subsys_names[] = {
 // ---------------------------------------------------------------- flags
 
 struct flag_name {
-    uint64_t bit;
-    const char* name;
+  uint64_t bit;
+  const char* name;
 };
 using flag_names = std::span<const flag_name>;
 
-#define WEFT_FLAG(f) flag_name{f, #f}
+#define WEFT_FLAG(f) \
+  flag_name {        \
+    f, #f            \
+  }
 
 // Each list is in the order the real library prints it (not bit order).
 constexpr flag_name caps_names[] = {
-    WEFT_FLAG(FI_MSG), WEFT_FLAG(FI_RMA), WEFT_FLAG(FI_TAGGED),
-    WEFT_FLAG(FI_ATOMIC), WEFT_FLAG(FI_MULTICAST), WEFT_FLAG(FI_COLLECTIVE),
-    WEFT_FLAG(FI_READ), WEFT_FLAG(FI_WRITE), WEFT_FLAG(FI_RECV),
-    WEFT_FLAG(FI_SEND), WEFT_FLAG(FI_REMOTE_READ), WEFT_FLAG(FI_REMOTE_WRITE),
-    WEFT_FLAG(FI_MULTI_RECV), WEFT_FLAG(FI_REMOTE_CQ_DATA),
-    WEFT_FLAG(FI_TRIGGER), WEFT_FLAG(FI_FENCE), WEFT_FLAG(FI_VARIABLE_MSG),
-    WEFT_FLAG(FI_RMA_PMEM), WEFT_FLAG(FI_SOURCE_ERR), WEFT_FLAG(FI_LOCAL_COMM),
-    WEFT_FLAG(FI_REMOTE_COMM), WEFT_FLAG(FI_SHARED_AV), WEFT_FLAG(FI_RMA_EVENT),
-    WEFT_FLAG(FI_SOURCE), WEFT_FLAG(FI_NAMED_RX_CTX),
-    WEFT_FLAG(FI_DIRECTED_RECV), WEFT_FLAG(FI_HMEM),
+    WEFT_FLAG(FI_MSG),          WEFT_FLAG(FI_RMA),
+    WEFT_FLAG(FI_TAGGED),       WEFT_FLAG(FI_ATOMIC),
+    WEFT_FLAG(FI_MULTICAST),    WEFT_FLAG(FI_COLLECTIVE),
+    WEFT_FLAG(FI_READ),         WEFT_FLAG(FI_WRITE),
+    WEFT_FLAG(FI_RECV),         WEFT_FLAG(FI_SEND),
+    WEFT_FLAG(FI_REMOTE_READ),  WEFT_FLAG(FI_REMOTE_WRITE),
+    WEFT_FLAG(FI_MULTI_RECV),   WEFT_FLAG(FI_REMOTE_CQ_DATA),
+    WEFT_FLAG(FI_TRIGGER),      WEFT_FLAG(FI_FENCE),
+    WEFT_FLAG(FI_VARIABLE_MSG), WEFT_FLAG(FI_RMA_PMEM),
+    WEFT_FLAG(FI_SOURCE_ERR),   WEFT_FLAG(FI_LOCAL_COMM),
+    WEFT_FLAG(FI_REMOTE_COMM),  WEFT_FLAG(FI_SHARED_AV),
+    WEFT_FLAG(FI_RMA_EVENT),    WEFT_FLAG(FI_SOURCE),
+    WEFT_FLAG(FI_NAMED_RX_CTX), WEFT_FLAG(FI_DIRECTED_RECV),
+    WEFT_FLAG(FI_HMEM),
 };
 
 constexpr flag_name op_flags_names[] = {
-    WEFT_FLAG(FI_MULTICAST), WEFT_FLAG(FI_MULTI_RECV),
-    WEFT_FLAG(FI_REMOTE_CQ_DATA), WEFT_FLAG(FI_MORE), WEFT_FLAG(FI_PEEK),
-    WEFT_FLAG(FI_TRIGGER), WEFT_FLAG(FI_FENCE), WEFT_FLAG(FI_COMPLETION),
-    WEFT_FLAG(FI_INJECT), WEFT_FLAG(FI_INJECT_COMPLETE),
-    WEFT_FLAG(FI_TRANSMIT_COMPLETE), WEFT_FLAG(FI_DELIVERY_COMPLETE),
-    WEFT_FLAG(FI_MATCH_COMPLETE), WEFT_FLAG(FI_AFFINITY), WEFT_FLAG(FI_CLAIM),
+    WEFT_FLAG(FI_MULTICAST),
+    WEFT_FLAG(FI_MULTI_RECV),
+    WEFT_FLAG(FI_REMOTE_CQ_DATA),
+    WEFT_FLAG(FI_MORE),
+    WEFT_FLAG(FI_PEEK),
+    WEFT_FLAG(FI_TRIGGER),
+    WEFT_FLAG(FI_FENCE),
+    WEFT_FLAG(FI_COMPLETION),
+    WEFT_FLAG(FI_INJECT),
+    WEFT_FLAG(FI_INJECT_COMPLETE),
+    WEFT_FLAG(FI_TRANSMIT_COMPLETE),
+    WEFT_FLAG(FI_DELIVERY_COMPLETE),
+    WEFT_FLAG(FI_MATCH_COMPLETE),
+    WEFT_FLAG(FI_AFFINITY),
+    WEFT_FLAG(FI_CLAIM),
     WEFT_FLAG(FI_DISCARD),
 };
 
 constexpr flag_name msg_order_names[] = {
-    WEFT_FLAG(FI_ORDER_RAR), WEFT_FLAG(FI_ORDER_RAW), WEFT_FLAG(FI_ORDER_RAS),
-    WEFT_FLAG(FI_ORDER_WAR), WEFT_FLAG(FI_ORDER_WAW), WEFT_FLAG(FI_ORDER_WAS),
-    WEFT_FLAG(FI_ORDER_SAR), WEFT_FLAG(FI_ORDER_SAW), WEFT_FLAG(FI_ORDER_SAS),
-    WEFT_FLAG(FI_ORDER_RMA_RAR), WEFT_FLAG(FI_ORDER_RMA_RAW),
-    WEFT_FLAG(FI_ORDER_RMA_WAR), WEFT_FLAG(FI_ORDER_RMA_WAW),
-    WEFT_FLAG(FI_ORDER_ATOMIC_RAR), WEFT_FLAG(FI_ORDER_ATOMIC_RAW),
+    WEFT_FLAG(FI_ORDER_RAR),        WEFT_FLAG(FI_ORDER_RAW),        WEFT_FLAG(FI_ORDER_RAS),
+    WEFT_FLAG(FI_ORDER_WAR),        WEFT_FLAG(FI_ORDER_WAW),        WEFT_FLAG(FI_ORDER_WAS),
+    WEFT_FLAG(FI_ORDER_SAR),        WEFT_FLAG(FI_ORDER_SAW),        WEFT_FLAG(FI_ORDER_SAS),
+    WEFT_FLAG(FI_ORDER_RMA_RAR),    WEFT_FLAG(FI_ORDER_RMA_RAW),    WEFT_FLAG(FI_ORDER_RMA_WAR),
+    WEFT_FLAG(FI_ORDER_RMA_WAW),    WEFT_FLAG(FI_ORDER_ATOMIC_RAR), WEFT_FLAG(FI_ORDER_ATOMIC_RAW),
     WEFT_FLAG(FI_ORDER_ATOMIC_WAR), WEFT_FLAG(FI_ORDER_ATOMIC_WAW),
 };
 
 constexpr flag_name mode_names[] = {
-    WEFT_FLAG(FI_CONTEXT), WEFT_FLAG(FI_MSG_PREFIX), WEFT_FLAG(FI_ASYNC_IOV),
-    WEFT_FLAG(FI_RX_CQ_DATA), WEFT_FLAG(FI_LOCAL_MR),
-    WEFT_FLAG(FI_NOTIFY_FLAGS_ONLY), WEFT_FLAG(FI_RESTRICTED_COMP),
-    WEFT_FLAG(FI_CONTEXT2), WEFT_FLAG(FI_BUFFERED_RECV),
+    WEFT_FLAG(FI_CONTEXT),         WEFT_FLAG(FI_MSG_PREFIX), WEFT_FLAG(FI_ASYNC_IOV),
+    WEFT_FLAG(FI_RX_CQ_DATA),      WEFT_FLAG(FI_LOCAL_MR),   WEFT_FLAG(FI_NOTIFY_FLAGS_ONLY),
+    WEFT_FLAG(FI_RESTRICTED_COMP), WEFT_FLAG(FI_CONTEXT2),   WEFT_FLAG(FI_BUFFERED_RECV),
 };
 
 constexpr flag_name cq_event_flags_names[] = {
-    WEFT_FLAG(FI_SEND), WEFT_FLAG(FI_RECV), WEFT_FLAG(FI_RMA),
-    WEFT_FLAG(FI_ATOMIC), WEFT_FLAG(FI_MSG), WEFT_FLAG(FI_TAGGED),
-    WEFT_FLAG(FI_READ), WEFT_FLAG(FI_WRITE), WEFT_FLAG(FI_REMOTE_READ),
-    WEFT_FLAG(FI_REMOTE_WRITE), WEFT_FLAG(FI_REMOTE_CQ_DATA),
-    WEFT_FLAG(FI_MULTI_RECV), WEFT_FLAG(FI_MORE), WEFT_FLAG(FI_CLAIM),
+    WEFT_FLAG(FI_SEND),
+    WEFT_FLAG(FI_RECV),
+    WEFT_FLAG(FI_RMA),
+    WEFT_FLAG(FI_ATOMIC),
+    WEFT_FLAG(FI_MSG),
+    WEFT_FLAG(FI_TAGGED),
+    WEFT_FLAG(FI_READ),
+    WEFT_FLAG(FI_WRITE),
+    WEFT_FLAG(FI_REMOTE_READ),
+    WEFT_FLAG(FI_REMOTE_WRITE),
+    WEFT_FLAG(FI_REMOTE_CQ_DATA),
+    WEFT_FLAG(FI_MULTI_RECV),
+    WEFT_FLAG(FI_MORE),
+    WEFT_FLAG(FI_CLAIM),
 };
 
 constexpr flag_name mr_mode_names[] = {
-    WEFT_FLAG(FI_MR_BASIC), WEFT_FLAG(FI_MR_SCALABLE), WEFT_FLAG(FI_MR_LOCAL),
-    WEFT_FLAG(FI_MR_RAW), WEFT_FLAG(FI_MR_VIRT_ADDR), WEFT_FLAG(FI_MR_ALLOCATED),
-    WEFT_FLAG(FI_MR_PROV_KEY), WEFT_FLAG(FI_MR_MMU_NOTIFY),
-    WEFT_FLAG(FI_MR_RMA_EVENT), WEFT_FLAG(FI_MR_ENDPOINT), WEFT_FLAG(FI_MR_HMEM),
-    WEFT_FLAG(FI_MR_COLLECTIVE),
+    WEFT_FLAG(FI_MR_BASIC),    WEFT_FLAG(FI_MR_SCALABLE),   WEFT_FLAG(FI_MR_LOCAL),
+    WEFT_FLAG(FI_MR_RAW),      WEFT_FLAG(FI_MR_VIRT_ADDR),  WEFT_FLAG(FI_MR_ALLOCATED),
+    WEFT_FLAG(FI_MR_PROV_KEY), WEFT_FLAG(FI_MR_MMU_NOTIFY), WEFT_FLAG(FI_MR_RMA_EVENT),
+    WEFT_FLAG(FI_MR_ENDPOINT), WEFT_FLAG(FI_MR_HMEM),       WEFT_FLAG(FI_MR_COLLECTIVE),
 };
 
 #undef WEFT_FLAG
 
-void put_flags(out_buf& out, flag_names table, uint64_t flags) noexcept
-{
-    for (const flag_name& f : table) {
-        if (flags & f.bit) {
-            out.put(f.name);
-            out.put(", ");
-        }
+void put_flags(out_buf& out, flag_names table, uint64_t flags) noexcept {
+  for (const flag_name& f : table) {
+    if (flags & f.bit) {
+      out.put(f.name);
+      out.put(", ");
     }
-    out.drop_trailing_comma();
+  }
+  out.drop_trailing_comma();
 }
 
 // Completion order is not a set of bits: strict ordering is all of the
 // FI_ORDER_STRICT bits together, and none of them reads FI_ORDER_NONE.
-void put_comp_order(out_buf& out, uint64_t flags) noexcept
-{
-    if ((flags & FI_ORDER_STRICT) == 0)
-        out.put("FI_ORDER_NONE, ");
-    if ((flags & FI_ORDER_STRICT) == FI_ORDER_STRICT)
-        out.put("FI_ORDER_STRICT, ");
-    if (flags & FI_ORDER_DATA)
-        out.put("FI_ORDER_DATA, ");
-    out.drop_trailing_comma();
+void put_comp_order(out_buf& out, uint64_t flags) noexcept {
+  if ((flags & FI_ORDER_STRICT) == 0) out.put("FI_ORDER_NONE, ");
+  if ((flags & FI_ORDER_STRICT) == FI_ORDER_STRICT) out.put("FI_ORDER_STRICT, ");
+  if (flags & FI_ORDER_DATA) out.put("FI_ORDER_DATA, ");
+  out.drop_trailing_comma();
 }
 
 // ---------------------------------------------------------------- addresses
 
 // sockaddr_ib from <rdma/rdma_cm.h>, which weft does not depend on.
 struct sockaddr_ib_layout {
-    static constexpr size_t pkey = 2, gid = 8, sid = 24, scope_id = 40;
+  static constexpr size_t pkey = 2, gid = 8, sid = 24, scope_id = 40;
 };
 
-void put_ntop6(char (&str)[INET6_ADDRSTRLEN], const void* raw) noexcept
-{
-    memset(str, 0, sizeof str);
-    inet_ntop(AF_INET6, raw, str, sizeof str);
+void put_ntop6(char (&str)[INET6_ADDRSTRLEN], const void* raw) noexcept {
+  memset(str, 0, sizeof str);
+  inet_ntop(AF_INET6, raw, str, sizeof str);
 }
 
 // An address printed according to the format it claims; families other than
 // IPv4/IPv6 in the sockaddr formats, and unknown formats, print nothing.
-void put_addr(out_buf& out, uint32_t format, const void* addr) noexcept
-{
-    if (!addr) {
-        out.put("(null)");
+void put_addr(out_buf& out, uint32_t format, const void* addr) noexcept {
+  if (!addr) {
+    out.put("(null)");
+    return;
+  }
+  const auto* bytes = static_cast<const unsigned char*>(addr);
+  char str[INET6_ADDRSTRLEN];
+
+  if (format == FI_SOCKADDR) {
+    switch (load<sa_family_t>(addr)) {
+      case AF_INET:
+        format = FI_SOCKADDR_IN;
+        break;
+      case AF_INET6:
+        format = FI_SOCKADDR_IN6;
+        break;
+      default:
         return;
     }
-    const auto* bytes = static_cast<const unsigned char*>(addr);
-    char str[INET6_ADDRSTRLEN];
+  }
 
-    if (format == FI_SOCKADDR) {
-        switch (load<sa_family_t>(addr)) {
-        case AF_INET: format = FI_SOCKADDR_IN; break;
-        case AF_INET6: format = FI_SOCKADDR_IN6; break;
-        default: return;
-        }
-    }
-
-    switch (format) {
+  switch (format) {
     case FI_SOCKADDR_IN:
     case FI_SOCKADDR_IN6: {
-        // The family in the address, not the format, picks how to read the
-        // bytes at the format's address offset (as the real library does).
-        bool in6 = format == FI_SOCKADDR_IN6;
-        size_t at = in6 ? offsetof(sockaddr_in6, sin6_addr) : offsetof(sockaddr_in, sin_addr);
-        int family = load<sa_family_t>(addr);
-        if (!inet_ntop(family, bytes + at, str, sizeof str))
-            return;
-        unsigned port = ntohs(load<uint16_t>(addr, offsetof(sockaddr_in, sin_port)));
-        if (in6)
-            out.put_full("fi_sockaddr_in6://[%s]:%u", str, port);
-        else
-            out.put_full("fi_sockaddr_in://%s:%u", str, port);
-        break;
+      // The family in the address, not the format, picks how to read the
+      // bytes at the format's address offset (as the real library does).
+      bool in6 = format == FI_SOCKADDR_IN6;
+      size_t at = in6 ? offsetof(sockaddr_in6, sin6_addr) : offsetof(sockaddr_in, sin_addr);
+      int family = load<sa_family_t>(addr);
+      if (!inet_ntop(family, bytes + at, str, sizeof str)) return;
+      unsigned port = ntohs(load<uint16_t>(addr, offsetof(sockaddr_in, sin_port)));
+      if (in6)
+        out.put_full("fi_sockaddr_in6://[%s]:%u", str, port);
+      else
+        out.put_full("fi_sockaddr_in://%s:%u", str, port);
+      break;
     }
     case FI_SOCKADDR_IB: {
-        using ib = sockaddr_ib_layout;
-        put_ntop6(str, bytes + ib::gid);
-        unsigned pkey = ntohs(load<uint16_t>(addr, ib::pkey));
-        uint64_t sid = be64toh(load<uint64_t>(addr, ib::sid));
-        uint64_t scope = be64toh(load<uint64_t>(addr, ib::scope_id));
-        out.put_full("fi_sockaddr_ib://[%s]:0x%x:0x%x:0x%x", str, pkey,
-                     static_cast<unsigned>((sid >> 16) & 0xfff),
-                     static_cast<unsigned>(scope & 0xff));
-        break;
+      using ib = sockaddr_ib_layout;
+      put_ntop6(str, bytes + ib::gid);
+      unsigned pkey = ntohs(load<uint16_t>(addr, ib::pkey));
+      uint64_t sid = be64toh(load<uint64_t>(addr, ib::sid));
+      uint64_t scope = be64toh(load<uint64_t>(addr, ib::scope_id));
+      out.put_full("fi_sockaddr_ib://[%s]:0x%x:0x%x:0x%x", str, pkey,
+                   static_cast<unsigned>((sid >> 16) & 0xfff), static_cast<unsigned>(scope & 0xff));
+      break;
     }
     case FI_ADDR_PSMX:
-        out.put_full("fi_addr_psmx://%" PRIx64, load<uint64_t>(addr));
-        break;
+      out.put_full("fi_addr_psmx://%" PRIx64, load<uint64_t>(addr));
+      break;
     case FI_ADDR_GNI:
-        out.put_full("fi_addr_gni://%" PRIx64, load<uint64_t>(addr));
-        break;
+      out.put_full("fi_addr_gni://%" PRIx64, load<uint64_t>(addr));
+      break;
     case FI_ADDR_BGQ:
-        out.put_full("fi_addr_bgq://%p", addr);
-        break;
+      out.put_full("fi_addr_bgq://%p", addr);
+      break;
     case FI_ADDR_MLX:
-        out.put_full("fi_addr_mlx://%p", addr);
-        break;
+      out.put_full("fi_addr_mlx://%p", addr);
+      break;
     case FI_ADDR_STR:
-        out.put_full("%s", static_cast<const char*>(addr));
-        break;
+      out.put_full("%s", static_cast<const char*>(addr));
+      break;
     case FI_ADDR_PSMX2:
-        out.put_full("fi_addr_psmx2://%" PRIx64 ":%" PRIx64, load<uint64_t>(addr),
-                     load<uint64_t>(addr, 8));
-        break;
+      out.put_full("fi_addr_psmx2://%" PRIx64 ":%" PRIx64, load<uint64_t>(addr), load<uint64_t>(addr, 8));
+      break;
     case FI_ADDR_PSMX3:
-        out.put_full("fi_addr_psmx3://%" PRIx64 ":%" PRIx64 ":%" PRIx64 ":%" PRIx64,
-                     load<uint64_t>(addr), load<uint64_t>(addr, 8),
-                     load<uint64_t>(addr, 16), load<uint64_t>(addr, 24));
-        break;
+      out.put_full("fi_addr_psmx3://%" PRIx64 ":%" PRIx64 ":%" PRIx64 ":%" PRIx64, load<uint64_t>(addr),
+                   load<uint64_t>(addr, 8), load<uint64_t>(addr, 16), load<uint64_t>(addr, 24));
+      break;
     case FI_ADDR_IB_UD:
-        // GID, QPN, LID, P_Key, SL.
-        put_ntop6(str, addr);
-        out.put_full("fi_addr_ib_ud://%s:%" PRIx32 "/%x/%x/%x", str,
-                     load<uint32_t>(addr, 16), unsigned{load<uint16_t>(addr, 20)},
-                     unsigned{load<uint16_t>(addr, 22)}, unsigned{load<uint8_t>(addr, 26)});
-        break;
+      // GID, QPN, LID, P_Key, SL.
+      put_ntop6(str, addr);
+      out.put_full("fi_addr_ib_ud://%s:%" PRIx32 "/%x/%x/%x", str, load<uint32_t>(addr, 16),
+                   unsigned{load<uint16_t>(addr, 20)}, unsigned{load<uint16_t>(addr, 22)},
+                   unsigned{load<uint8_t>(addr, 26)});
+      break;
     case FI_ADDR_EFA:
-        // GID, QPN, QKey.
-        put_ntop6(str, addr);
-        out.put_full("fi_addr_efa://[%s]:%u:%" PRIu32, str,
-                     unsigned{load<uint16_t>(addr, 16)}, load<uint32_t>(addr, 20));
-        break;
+      // GID, QPN, QKey.
+      put_ntop6(str, addr);
+      out.put_full("fi_addr_efa://[%s]:%u:%" PRIu32, str, unsigned{load<uint16_t>(addr, 16)},
+                   load<uint32_t>(addr, 20));
+      break;
     case FI_ADDR_OPX:
-        out.put_full("fi_addr_opx://%016" PRIx64, load<uint64_t>(addr));
-        break;
+      out.put_full("fi_addr_opx://%016" PRIx64, load<uint64_t>(addr));
+      break;
     case FI_ADDR_CXI:
-        out.put_full("fi_addr_cxi://0x%08" PRIx32, load<uint32_t>(addr));
-        break;
+      out.put_full("fi_addr_cxi://0x%08" PRIx32, load<uint32_t>(addr));
+      break;
     default:
-        break;
-    }
+      break;
+  }
 }
 
 // ---------------------------------------------------------------- fids
 
-void put_fid(out_buf& out, const char* label, const fid* f) noexcept
-{
-    if (f && FI_CHECK_OP(f->ops, struct fi_ops, tostr)) {
-        // The object's own tostr gets the start of the buffer: what was
-        // printed before it is overwritten, as in the real library.
-        f->ops->tostr(f, out.start(), out.size() - out.used());
-        return;
-    }
-    out.putf("%s%p\n", label, static_cast<const void*>(f));
+void put_fid(out_buf& out, const char* label, const fid* f) noexcept {
+  if (f && FI_CHECK_OP(f->ops, struct fi_ops, tostr)) {
+    // The object's own tostr gets the start of the buffer: what was
+    // printed before it is overwritten, as in the real library.
+    f->ops->tostr(f, out.start(), out.size() - out.used());
+    return;
+  }
+  out.putf("%s%p\n", label, static_cast<const void*>(f));
 }
 
 // ---------------------------------------------------------------- attributes
 
 // `head` indents the "fi_x_attr:" line, `tab` the fields below it.
 struct indent {
-    const char* head;
-    const char* tab;
+  const char* head;
+  const char* tab;
 };
 
 void put_flag_field(out_buf& out, const char* tab, const char* name, flag_names table,
-                    uint64_t flags) noexcept
-{
-    out.putf("%s%s: [ ", tab, name);
-    put_flags(out, table, flags);
-    out.put(" ]\n");
+                    uint64_t flags) noexcept {
+  out.putf("%s%s: [ ", tab, name);
+  put_flags(out, table, flags);
+  out.put(" ]\n");
 }
 
-bool put_attr_head(out_buf& out, indent in, const char* name, const void* attr) noexcept
-{
-    out.putf("%s%s:", in.head, name);
-    if (!attr) {
-        out.put(" (null)\n");
-        return false;
-    }
-    out.put("\n");
-    return true;
+bool put_attr_head(out_buf& out, indent in, const char* name, const void* attr) noexcept {
+  out.putf("%s%s:", in.head, name);
+  if (!attr) {
+    out.put(" (null)\n");
+    return false;
+  }
+  out.put("\n");
+  return true;
 }
 
-void put_tx_attr(out_buf& out, indent in, const fi_tx_attr* a) noexcept
-{
-    if (!put_attr_head(out, in, "fi_tx_attr", a))
-        return;
-    const char* t = in.tab;
-    put_flag_field(out, t, "caps", caps_names, a->caps);
-    put_flag_field(out, t, "mode", mode_names, a->mode);
-    put_flag_field(out, t, "op_flags", op_flags_names, a->op_flags);
-    put_flag_field(out, t, "msg_order", msg_order_names, a->msg_order);
-    out.putf("%scomp_order: [ ", t);
-    put_comp_order(out, a->comp_order);
-    out.put(" ]\n");
-    out.putf("%sinject_size: %zu\n", t, a->inject_size);
-    out.putf("%ssize: %zu\n", t, a->size);
-    out.putf("%siov_limit: %zu\n", t, a->iov_limit);
-    out.putf("%srma_iov_limit: %zu\n", t, a->rma_iov_limit);
-    out.putf("%stclass: 0x%" PRIx32 "\n", t, a->tclass);
+void put_tx_attr(out_buf& out, indent in, const fi_tx_attr* a) noexcept {
+  if (!put_attr_head(out, in, "fi_tx_attr", a)) return;
+  const char* t = in.tab;
+  put_flag_field(out, t, "caps", caps_names, a->caps);
+  put_flag_field(out, t, "mode", mode_names, a->mode);
+  put_flag_field(out, t, "op_flags", op_flags_names, a->op_flags);
+  put_flag_field(out, t, "msg_order", msg_order_names, a->msg_order);
+  out.putf("%scomp_order: [ ", t);
+  put_comp_order(out, a->comp_order);
+  out.put(" ]\n");
+  out.putf("%sinject_size: %zu\n", t, a->inject_size);
+  out.putf("%ssize: %zu\n", t, a->size);
+  out.putf("%siov_limit: %zu\n", t, a->iov_limit);
+  out.putf("%srma_iov_limit: %zu\n", t, a->rma_iov_limit);
+  out.putf("%stclass: 0x%" PRIx32 "\n", t, a->tclass);
 }
 
-void put_rx_attr(out_buf& out, indent in, const fi_rx_attr* a) noexcept
-{
-    if (!put_attr_head(out, in, "fi_rx_attr", a))
-        return;
-    const char* t = in.tab;
-    put_flag_field(out, t, "caps", caps_names, a->caps);
-    put_flag_field(out, t, "mode", mode_names, a->mode);
-    put_flag_field(out, t, "op_flags", op_flags_names, a->op_flags);
-    put_flag_field(out, t, "msg_order", msg_order_names, a->msg_order);
-    out.putf("%scomp_order: [ ", t);
-    put_comp_order(out, a->comp_order);
-    out.put(" ]\n");
-    out.putf("%stotal_buffered_recv: %zu\n", t, a->total_buffered_recv);
-    out.putf("%ssize: %zu\n", t, a->size);
-    out.putf("%siov_limit: %zu\n", t, a->iov_limit);
+void put_rx_attr(out_buf& out, indent in, const fi_rx_attr* a) noexcept {
+  if (!put_attr_head(out, in, "fi_rx_attr", a)) return;
+  const char* t = in.tab;
+  put_flag_field(out, t, "caps", caps_names, a->caps);
+  put_flag_field(out, t, "mode", mode_names, a->mode);
+  put_flag_field(out, t, "op_flags", op_flags_names, a->op_flags);
+  put_flag_field(out, t, "msg_order", msg_order_names, a->msg_order);
+  out.putf("%scomp_order: [ ", t);
+  put_comp_order(out, a->comp_order);
+  out.put(" ]\n");
+  out.putf("%stotal_buffered_recv: %zu\n", t, a->total_buffered_recv);
+  out.putf("%ssize: %zu\n", t, a->size);
+  out.putf("%siov_limit: %zu\n", t, a->iov_limit);
 }
 
 // An endpoint's context count may be the FI_SHARED_CONTEXT marker.
-void put_ctx_cnt(out_buf& out, const char* tab, const char* name, size_t cnt) noexcept
-{
-    if (cnt == FI_SHARED_CONTEXT)
-        out.putf("%s%s: FI_SHARED_CONTEXT\n", tab, name);
-    else
-        out.putf("%s%s: %zu\n", tab, name, cnt);
+void put_ctx_cnt(out_buf& out, const char* tab, const char* name, size_t cnt) noexcept {
+  if (cnt == FI_SHARED_CONTEXT)
+    out.putf("%s%s: FI_SHARED_CONTEXT\n", tab, name);
+  else
+    out.putf("%s%s: %zu\n", tab, name, cnt);
 }
 
-void put_ep_attr(out_buf& out, indent in, const fi_ep_attr* a) noexcept
-{
-    if (!put_attr_head(out, in, "fi_ep_attr", a))
-        return;
-    const char* t = in.tab;
-    out.putf("%stype: ", t);
-    put_enum(out, ep_type_names, raw_enum(a->type));
-    out.put("\n");
-    out.putf("%sprotocol: ", t);
-    put_enum_prov(out, protocol_names, a->protocol);
-    out.put("\n");
-    // Printed signed, as the real library does.
-    out.putf("%sprotocol_version: %d\n", t, static_cast<int>(a->protocol_version));
-    out.putf("%smax_msg_size: %zu\n", t, a->max_msg_size);
-    out.putf("%smsg_prefix_size: %zu\n", t, a->msg_prefix_size);
-    out.putf("%smax_order_raw_size: %zu\n", t, a->max_order_raw_size);
-    out.putf("%smax_order_war_size: %zu\n", t, a->max_order_war_size);
-    out.putf("%smax_order_waw_size: %zu\n", t, a->max_order_waw_size);
-    out.putf("%smem_tag_format: 0x%016" PRIx64 "\n", t, a->mem_tag_format);
-    put_ctx_cnt(out, t, "tx_ctx_cnt", a->tx_ctx_cnt);
-    put_ctx_cnt(out, t, "rx_ctx_cnt", a->rx_ctx_cnt);
-    out.putf("%sauth_key_size: %zu\n", t, a->auth_key_size);
+void put_ep_attr(out_buf& out, indent in, const fi_ep_attr* a) noexcept {
+  if (!put_attr_head(out, in, "fi_ep_attr", a)) return;
+  const char* t = in.tab;
+  out.putf("%stype: ", t);
+  put_enum(out, ep_type_names, raw_enum(a->type));
+  out.put("\n");
+  out.putf("%sprotocol: ", t);
+  put_enum_prov(out, protocol_names, a->protocol);
+  out.put("\n");
+  // Printed signed, as the real library does.
+  out.putf("%sprotocol_version: %d\n", t, static_cast<int>(a->protocol_version));
+  out.putf("%smax_msg_size: %zu\n", t, a->max_msg_size);
+  out.putf("%smsg_prefix_size: %zu\n", t, a->msg_prefix_size);
+  out.putf("%smax_order_raw_size: %zu\n", t, a->max_order_raw_size);
+  out.putf("%smax_order_war_size: %zu\n", t, a->max_order_war_size);
+  out.putf("%smax_order_waw_size: %zu\n", t, a->max_order_waw_size);
+  out.putf("%smem_tag_format: 0x%016" PRIx64 "\n", t, a->mem_tag_format);
+  put_ctx_cnt(out, t, "tx_ctx_cnt", a->tx_ctx_cnt);
+  put_ctx_cnt(out, t, "rx_ctx_cnt", a->rx_ctx_cnt);
+  out.putf("%sauth_key_size: %zu\n", t, a->auth_key_size);
 }
 
-void put_domain_attr(out_buf& out, indent in, const fi_domain_attr* a) noexcept
-{
-    if (!put_attr_head(out, in, "fi_domain_attr", a))
-        return;
-    const char* t = in.tab;
-    // The real library prints the low 32 bits of the domain pointer.
-    out.putf("%sdomain: 0x%" PRIx32 "\n", t,
-             static_cast<uint32_t>(reinterpret_cast<uintptr_t>(a->domain)));
-    out.putf("%sname: %s\n", t, a->name ? a->name : "(null)");
-    out.putf("%sthreading: ", t);
-    put_enum(out, threading_names, raw_enum(a->threading));
-    out.put("\n");
-    out.putf("%scontrol_progress: ", t);
-    put_enum(out, progress_names, raw_enum(a->control_progress));
-    out.put("\n");
-    out.putf("%sdata_progress: ", t);
-    put_enum(out, progress_names, raw_enum(a->data_progress));
-    out.put("\n");
-    out.putf("%sresource_mgmt: ", t);
-    put_enum(out, resource_mgmt_names, raw_enum(a->resource_mgmt));
-    out.put("\n");
-    out.putf("%sav_type: ", t);
-    put_enum(out, av_type_names, raw_enum(a->av_type));
-    out.put("\n");
-    put_flag_field(out, t, "mr_mode", mr_mode_names, static_cast<uint32_t>(a->mr_mode));
-    out.putf("%smr_key_size: %zu\n", t, a->mr_key_size);
-    out.putf("%scq_data_size: %zu\n", t, a->cq_data_size);
-    out.putf("%scq_cnt: %zu\n", t, a->cq_cnt);
-    out.putf("%sep_cnt: %zu\n", t, a->ep_cnt);
-    out.putf("%stx_ctx_cnt: %zu\n", t, a->tx_ctx_cnt);
-    out.putf("%srx_ctx_cnt: %zu\n", t, a->rx_ctx_cnt);
-    out.putf("%smax_ep_tx_ctx: %zu\n", t, a->max_ep_tx_ctx);
-    out.putf("%smax_ep_rx_ctx: %zu\n", t, a->max_ep_rx_ctx);
-    out.putf("%smax_ep_stx_ctx: %zu\n", t, a->max_ep_stx_ctx);
-    out.putf("%smax_ep_srx_ctx: %zu\n", t, a->max_ep_srx_ctx);
-    out.putf("%scntr_cnt: %zu\n", t, a->cntr_cnt);
-    out.putf("%smr_iov_limit: %zu\n", t, a->mr_iov_limit);
-    put_flag_field(out, t, "caps", caps_names, a->caps);
-    put_flag_field(out, t, "mode", mode_names, a->mode);
-    out.putf("%sauth_key_size: %zu\n", t, a->auth_key_size);
-    out.putf("%smax_err_data: %zu\n", t, a->max_err_data);
-    out.putf("%smr_cnt: %zu\n", t, a->mr_cnt);
-    out.putf("%stclass: 0x%" PRIx32 "\n", t, a->tclass);
+void put_domain_attr(out_buf& out, indent in, const fi_domain_attr* a) noexcept {
+  if (!put_attr_head(out, in, "fi_domain_attr", a)) return;
+  const char* t = in.tab;
+  // The real library prints the low 32 bits of the domain pointer.
+  out.putf("%sdomain: 0x%" PRIx32 "\n", t, static_cast<uint32_t>(reinterpret_cast<uintptr_t>(a->domain)));
+  out.putf("%sname: %s\n", t, a->name ? a->name : "(null)");
+  out.putf("%sthreading: ", t);
+  put_enum(out, threading_names, raw_enum(a->threading));
+  out.put("\n");
+  out.putf("%scontrol_progress: ", t);
+  put_enum(out, progress_names, raw_enum(a->control_progress));
+  out.put("\n");
+  out.putf("%sdata_progress: ", t);
+  put_enum(out, progress_names, raw_enum(a->data_progress));
+  out.put("\n");
+  out.putf("%sresource_mgmt: ", t);
+  put_enum(out, resource_mgmt_names, raw_enum(a->resource_mgmt));
+  out.put("\n");
+  out.putf("%sav_type: ", t);
+  put_enum(out, av_type_names, raw_enum(a->av_type));
+  out.put("\n");
+  put_flag_field(out, t, "mr_mode", mr_mode_names, static_cast<uint32_t>(a->mr_mode));
+  out.putf("%smr_key_size: %zu\n", t, a->mr_key_size);
+  out.putf("%scq_data_size: %zu\n", t, a->cq_data_size);
+  out.putf("%scq_cnt: %zu\n", t, a->cq_cnt);
+  out.putf("%sep_cnt: %zu\n", t, a->ep_cnt);
+  out.putf("%stx_ctx_cnt: %zu\n", t, a->tx_ctx_cnt);
+  out.putf("%srx_ctx_cnt: %zu\n", t, a->rx_ctx_cnt);
+  out.putf("%smax_ep_tx_ctx: %zu\n", t, a->max_ep_tx_ctx);
+  out.putf("%smax_ep_rx_ctx: %zu\n", t, a->max_ep_rx_ctx);
+  out.putf("%smax_ep_stx_ctx: %zu\n", t, a->max_ep_stx_ctx);
+  out.putf("%smax_ep_srx_ctx: %zu\n", t, a->max_ep_srx_ctx);
+  out.putf("%scntr_cnt: %zu\n", t, a->cntr_cnt);
+  out.putf("%smr_iov_limit: %zu\n", t, a->mr_iov_limit);
+  put_flag_field(out, t, "caps", caps_names, a->caps);
+  put_flag_field(out, t, "mode", mode_names, a->mode);
+  out.putf("%sauth_key_size: %zu\n", t, a->auth_key_size);
+  out.putf("%smax_err_data: %zu\n", t, a->max_err_data);
+  out.putf("%smr_cnt: %zu\n", t, a->mr_cnt);
+  out.putf("%stclass: 0x%" PRIx32 "\n", t, a->tclass);
 }
 
-void put_fabric_attr(out_buf& out, indent in, const fi_fabric_attr* a) noexcept
-{
-    if (!put_attr_head(out, in, "fi_fabric_attr", a))
-        return;
-    const char* t = in.tab;
-    out.putf("%sname: %s\n", t, a->name ? a->name : "(null)");
-    out.putf("%sprov_name: %s\n", t, a->prov_name ? a->prov_name : "(null)");
-    out.putf("%sprov_version: %" PRIu32 ".%" PRIu32 "\n", t, FI_MAJOR(a->prov_version),
-             FI_MINOR(a->prov_version));
-    out.putf("%sapi_version: %" PRIu32 ".%" PRIu32 "\n", t, FI_MAJOR(a->api_version),
-             FI_MINOR(a->api_version));
+void put_fabric_attr(out_buf& out, indent in, const fi_fabric_attr* a) noexcept {
+  if (!put_attr_head(out, in, "fi_fabric_attr", a)) return;
+  const char* t = in.tab;
+  out.putf("%sname: %s\n", t, a->name ? a->name : "(null)");
+  out.putf("%sprov_name: %s\n", t, a->prov_name ? a->prov_name : "(null)");
+  out.putf("%sprov_version: %" PRIu32 ".%" PRIu32 "\n", t, FI_MAJOR(a->prov_version),
+           FI_MINOR(a->prov_version));
+  out.putf("%sapi_version: %" PRIu32 ".%" PRIu32 "\n", t, FI_MAJOR(a->api_version), FI_MINOR(a->api_version));
 }
 
-void put_info(out_buf& out, const fi_info* info) noexcept
-{
-    constexpr indent top{"", "    "};
-    constexpr indent nested{"    ", "        "};
-    out.put("fi_info:\n");
-    put_flag_field(out, top.tab, "caps", caps_names, info->caps);
-    put_flag_field(out, top.tab, "mode", mode_names, info->mode);
-    out.put("    addr_format: ");
-    put_enum_prov(out, addr_format_names, info->addr_format);
-    out.put("\n");
-    out.putf("    src_addrlen: %zu\n", info->src_addrlen);
-    out.putf("    dest_addrlen: %zu\n", info->dest_addrlen);
-    out.put("    src_addr: ");
-    put_addr(out, info->addr_format, info->src_addr);
-    out.put("\n");
-    out.put("    dest_addr: ");
-    put_addr(out, info->addr_format, info->dest_addr);
-    out.put("\n");
-    put_fid(out, "    handle: ", info->handle);
-    put_tx_attr(out, nested, info->tx_attr);
-    put_rx_attr(out, nested, info->rx_attr);
-    put_ep_attr(out, nested, info->ep_attr);
-    put_domain_attr(out, nested, info->domain_attr);
-    put_fabric_attr(out, nested, info->fabric_attr);
-    put_fid(out, "    nic: ", info->nic ? &info->nic->fid : nullptr);
+void put_info(out_buf& out, const fi_info* info) noexcept {
+  constexpr indent top{"", "    "};
+  constexpr indent nested{"    ", "        "};
+  out.put("fi_info:\n");
+  put_flag_field(out, top.tab, "caps", caps_names, info->caps);
+  put_flag_field(out, top.tab, "mode", mode_names, info->mode);
+  out.put("    addr_format: ");
+  put_enum_prov(out, addr_format_names, info->addr_format);
+  out.put("\n");
+  out.putf("    src_addrlen: %zu\n", info->src_addrlen);
+  out.putf("    dest_addrlen: %zu\n", info->dest_addrlen);
+  out.put("    src_addr: ");
+  put_addr(out, info->addr_format, info->src_addr);
+  out.put("\n");
+  out.put("    dest_addr: ");
+  put_addr(out, info->addr_format, info->dest_addr);
+  out.put("\n");
+  put_fid(out, "    handle: ", info->handle);
+  put_tx_attr(out, nested, info->tx_attr);
+  put_rx_attr(out, nested, info->rx_attr);
+  put_ep_attr(out, nested, info->ep_attr);
+  put_domain_attr(out, nested, info->domain_attr);
+  put_fabric_attr(out, nested, info->fabric_attr);
+  put_fid(out, "    nic: ", info->nic ? &info->nic->fid : nullptr);
 }
 
 // ---------------------------------------------------------------- dispatch
 
-void format(out_buf& out, const void* data, int type) noexcept
-{
-    constexpr indent top{"", "    "};
-    auto u64 = [data] { return load<uint64_t>(data); };
-    auto i32 = [data] { return load<int>(data); };
-    auto u32 = [data] { return load<uint32_t>(data); };
+void format(out_buf& out, const void* data, int type) noexcept {
+  constexpr indent top{"", "    "};
+  auto u64 = [data] { return load<uint64_t>(data); };
+  auto i32 = [data] { return load<int>(data); };
+  auto u32 = [data] { return load<uint32_t>(data); };
 
-    switch (type) {
-    case FI_TYPE_INFO: put_info(out, static_cast<const fi_info*>(data)); break;
-    case FI_TYPE_EP_TYPE: put_enum(out, ep_type_names, i32()); break;
-    case FI_TYPE_CAPS: put_flags(out, caps_names, u64()); break;
-    case FI_TYPE_OP_FLAGS: put_flags(out, op_flags_names, u64()); break;
-    case FI_TYPE_ADDR_FORMAT: put_enum_prov(out, addr_format_names, u32()); break;
-    case FI_TYPE_TX_ATTR: put_tx_attr(out, top, static_cast<const fi_tx_attr*>(data)); break;
-    case FI_TYPE_RX_ATTR: put_rx_attr(out, top, static_cast<const fi_rx_attr*>(data)); break;
-    case FI_TYPE_EP_ATTR: put_ep_attr(out, top, static_cast<const fi_ep_attr*>(data)); break;
+  switch (type) {
+    case FI_TYPE_INFO:
+      put_info(out, static_cast<const fi_info*>(data));
+      break;
+    case FI_TYPE_EP_TYPE:
+      put_enum(out, ep_type_names, i32());
+      break;
+    case FI_TYPE_CAPS:
+      put_flags(out, caps_names, u64());
+      break;
+    case FI_TYPE_OP_FLAGS:
+      put_flags(out, op_flags_names, u64());
+      break;
+    case FI_TYPE_ADDR_FORMAT:
+      put_enum_prov(out, addr_format_names, u32());
+      break;
+    case FI_TYPE_TX_ATTR:
+      put_tx_attr(out, top, static_cast<const fi_tx_attr*>(data));
+      break;
+    case FI_TYPE_RX_ATTR:
+      put_rx_attr(out, top, static_cast<const fi_rx_attr*>(data));
+      break;
+    case FI_TYPE_EP_ATTR:
+      put_ep_attr(out, top, static_cast<const fi_ep_attr*>(data));
+      break;
     case FI_TYPE_DOMAIN_ATTR:
-        put_domain_attr(out, top, static_cast<const fi_domain_attr*>(data));
-        break;
+      put_domain_attr(out, top, static_cast<const fi_domain_attr*>(data));
+      break;
     case FI_TYPE_FABRIC_ATTR:
-        put_fabric_attr(out, top, static_cast<const fi_fabric_attr*>(data));
-        break;
-    case FI_TYPE_THREADING: put_enum(out, threading_names, i32()); break;
-    case FI_TYPE_PROGRESS: put_enum(out, progress_names, i32()); break;
-    case FI_TYPE_PROTOCOL: put_enum_prov(out, protocol_names, u32()); break;
-    case FI_TYPE_MSG_ORDER: put_flags(out, msg_order_names, u64()); break;
-    case FI_TYPE_MODE: put_flags(out, mode_names, u64()); break;
-    case FI_TYPE_AV_TYPE: put_enum(out, av_type_names, i32()); break;
-    case FI_TYPE_ATOMIC_TYPE: put_enum(out, datatype_names, i32()); break;
-    case FI_TYPE_ATOMIC_OP: put_enum(out, atomic_op_names, i32()); break;
+      put_fabric_attr(out, top, static_cast<const fi_fabric_attr*>(data));
+      break;
+    case FI_TYPE_THREADING:
+      put_enum(out, threading_names, i32());
+      break;
+    case FI_TYPE_PROGRESS:
+      put_enum(out, progress_names, i32());
+      break;
+    case FI_TYPE_PROTOCOL:
+      put_enum_prov(out, protocol_names, u32());
+      break;
+    case FI_TYPE_MSG_ORDER:
+      put_flags(out, msg_order_names, u64());
+      break;
+    case FI_TYPE_MODE:
+      put_flags(out, mode_names, u64());
+      break;
+    case FI_TYPE_AV_TYPE:
+      put_enum(out, av_type_names, i32());
+      break;
+    case FI_TYPE_ATOMIC_TYPE:
+      put_enum(out, datatype_names, i32());
+      break;
+    case FI_TYPE_ATOMIC_OP:
+      put_enum(out, atomic_op_names, i32());
+      break;
     case FI_TYPE_VERSION:
-        out.putf("%d.%d.%d", FI_MAJOR_VERSION, FI_MINOR_VERSION, FI_REVISION_VERSION);
-        break;
-    case FI_TYPE_EQ_EVENT: put_enum(out, eq_event_names, i32()); break;
-    case FI_TYPE_CQ_EVENT_FLAGS: put_flags(out, cq_event_flags_names, u64()); break;
+      out.putf("%d.%d.%d", FI_MAJOR_VERSION, FI_MINOR_VERSION, FI_REVISION_VERSION);
+      break;
+    case FI_TYPE_EQ_EVENT:
+      put_enum(out, eq_event_names, i32());
+      break;
+    case FI_TYPE_CQ_EVENT_FLAGS:
+      put_flags(out, cq_event_flags_names, u64());
+      break;
     // mr_mode is an int in fi_domain_attr.
-    case FI_TYPE_MR_MODE: put_flags(out, mr_mode_names, u32()); break;
-    case FI_TYPE_OP_TYPE: put_enum(out, op_type_names, i32()); break;
-    case FI_TYPE_FID: put_fid(out, "fid: ", static_cast<const fid*>(data)); break;
-    case FI_TYPE_COLLECTIVE_OP: put_enum(out, collective_op_names, i32()); break;
-    case FI_TYPE_HMEM_IFACE: put_enum(out, hmem_iface_names, i32()); break;
-    case FI_TYPE_CQ_FORMAT: put_enum(out, cq_format_names, i32()); break;
-    case FI_TYPE_LOG_LEVEL: put_enum(out, log_level_names, i32()); break;
-    case FI_TYPE_LOG_SUBSYS: put_enum(out, log_subsys_names, i32()); break;
-    default: out.put("Unknown type"); break;
-    }
+    case FI_TYPE_MR_MODE:
+      put_flags(out, mr_mode_names, u32());
+      break;
+    case FI_TYPE_OP_TYPE:
+      put_enum(out, op_type_names, i32());
+      break;
+    case FI_TYPE_FID:
+      put_fid(out, "fid: ", static_cast<const fid*>(data));
+      break;
+    case FI_TYPE_COLLECTIVE_OP:
+      put_enum(out, collective_op_names, i32());
+      break;
+    case FI_TYPE_HMEM_IFACE:
+      put_enum(out, hmem_iface_names, i32());
+      break;
+    case FI_TYPE_CQ_FORMAT:
+      put_enum(out, cq_format_names, i32());
+      break;
+    case FI_TYPE_LOG_LEVEL:
+      put_enum(out, log_level_names, i32());
+      break;
+    case FI_TYPE_LOG_SUBSYS:
+      put_enum(out, log_subsys_names, i32());
+      break;
+    default:
+      out.put("Unknown type");
+      break;
+  }
 }
 
-} // namespace
+}  // namespace
 
-char* tostr_r(char* buf, size_t len, const void* data, int datatype) noexcept
-{
-    if (!buf || !len || !data)
-        return nullptr;
-    buf[0] = '\0';
-    out_buf out(buf, len);
-    format(out, data, datatype);
-    return buf;
+char* tostr_r(char* buf, size_t len, const void* data, int datatype) noexcept {
+  if (!buf || !len || !data) return nullptr;
+  buf[0] = '\0';
+  out_buf out(buf, len);
+  format(out, data, datatype);
+  return buf;
 }
 
-} // namespace weft
+}  // namespace weft
 
-WEFT_EXPORT char* fi_tostr_r(char* buf, size_t len, const void* data, enum fi_type datatype)
-{
-    return weft::tostr_r(buf, len, data, weft::raw_enum(datatype));
+WEFT_EXPORT char* fi_tostr_r(char* buf, size_t len, const void* data, enum fi_type datatype) {
+  return weft::tostr_r(buf, len, data, weft::raw_enum(datatype));
 }
 
-WEFT_EXPORT char* fi_tostr(const void* data, enum fi_type datatype)
-{
-    // One buffer per thread, allocated on first use and freed at thread exit.
-    thread_local std::unique_ptr<char[]> buf;
-    if (!buf) {
-        buf.reset(new (std::nothrow) char[weft::tostr_buf_size]);
-        if (!buf)
-            return nullptr;
-    }
-    return weft::tostr_r(buf.get(), weft::tostr_buf_size, data, weft::raw_enum(datatype));
+WEFT_EXPORT char* fi_tostr(const void* data, enum fi_type datatype) {
+  // One buffer per thread, allocated on first use and freed at thread exit.
+  thread_local std::unique_ptr<char[]> buf;
+  if (!buf) {
+    buf.reset(new (std::nothrow) char[weft::tostr_buf_size]);
+    if (!buf) return nullptr;
+  }
+  return weft::tostr_r(buf.get(), weft::tostr_buf_size, data, weft::raw_enum(datatype));
 }

@@ -12,4 +12,4 @@ inline constexpr size_t tostr_buf_size = 8192;
 // "Unknown type"). Returns nullptr, writing nothing, when buf, len or data is 0.
 char* tostr_r(char* buf, size_t len, const void* data, int datatype) noexcept;
 
-} // namespace weft
+}  // namespace weft

@@ -91,13 +91,17 @@ int suffix_add(const char* s, uint64_t k, std::string& out) {
 
 int gai_to_fi(int rc) noexcept {
   switch (rc) {
-    case EAI_MEMORY: return -FI_ENOMEM;
-    case EAI_AGAIN: return -FI_EAGAIN;
+    case EAI_MEMORY:
+      return -FI_ENOMEM;
+    case EAI_AGAIN:
+      return -FI_EAGAIN;
     case EAI_NONAME:
     case EAI_NODATA:
     case EAI_ADDRFAMILY:
-    case EAI_SERVICE: return -FI_EADDRNOTAVAIL;
-    default: return -FI_ENODATA;
+    case EAI_SERVICE:
+      return -FI_EADDRNOTAVAIL;
+    default:
+      return -FI_ENODATA;
   }
 }
 
@@ -105,11 +109,16 @@ int gai_to_fi(int rc) noexcept {
 
 size_t max_len(uint32_t format, size_t domain_len) noexcept {
   switch (format) {
-    case FI_SOCKADDR_IN: return sizeof(sockaddr_in);
-    case FI_SOCKADDR_IN6: return sizeof(sockaddr_in6);
-    case FI_SOCKADDR: return sizeof(sockaddr_in6);
-    case FI_ADDR_STR: return domain_len ? domain_len : 64;
-    default: return domain_len;
+    case FI_SOCKADDR_IN:
+      return sizeof(sockaddr_in);
+    case FI_SOCKADDR_IN6:
+      return sizeof(sockaddr_in6);
+    case FI_SOCKADDR:
+      return sizeof(sockaddr_in6);
+    case FI_ADDR_STR:
+      return domain_len ? domain_len : 64;
+    default:
+      return domain_len;
   }
 }
 
@@ -135,7 +144,9 @@ size_t valid_len(uint32_t format, const void* p, size_t max, std::string_view pr
 
 size_t to_string(uint32_t format, const void* p, size_t max, char* buf, size_t len) noexcept {
   if (!p) return put("(null)", buf, len);
-  if (format == FI_ADDR_STR) return put(std::string_view(static_cast<const char*>(p), strnlen(static_cast<const char*>(p), max)), buf, len);
+  if (format == FI_ADDR_STR)
+    return put(std::string_view(static_cast<const char*>(p), strnlen(static_cast<const char*>(p), max)), buf,
+               len);
   char tmp[128];
   if (is_ip(format) && ip_len(format, p, max)) {
     char host[INET6_ADDRSTRLEN] = "";
@@ -293,6 +304,8 @@ int node_add(const char* node, uint64_t k, std::string& out) {
   return suffix_add(node, k, out);
 }
 
-int service_add(const char* service, uint64_t k, std::string& out) { return suffix_add(service, k, out); }
+int service_add(const char* service, uint64_t k, std::string& out) {
+  return suffix_add(service, k, out);
+}
 
 }  // namespace weft::addr

@@ -61,8 +61,8 @@ int parse(uint32_t format, std::string_view str, std::string& out);
 // `prefix` is the FI_ADDR_STR prefix; `max` bounds the result. Returns 0,
 // -FI_EINVAL for malformed arguments, or -FI_EADDRNOTAVAIL / -FI_ENODATA when
 // resolution fails.
-int resolve(uint32_t format, std::string_view prefix, size_t max, const char* node,
-            const char* service, std::string& out);
+int resolve(uint32_t format, std::string_view prefix, size_t max, const char* node, const char* service,
+            std::string& out);
 
 // `node` + k for insertsym (see above). 0 or -FI_EINVAL.
 int node_add(const char* node, uint64_t k, std::string& out);

@@ -21,50 +21,128 @@ namespace {
 
 // ---------------------------------------------------------------- datatypes
 
-template <fi_datatype D> struct dt_type;
-template <> struct dt_type<FI_INT8> { using type = int8_t; };
-template <> struct dt_type<FI_UINT8> { using type = uint8_t; };
-template <> struct dt_type<FI_INT16> { using type = int16_t; };
-template <> struct dt_type<FI_UINT16> { using type = uint16_t; };
-template <> struct dt_type<FI_INT32> { using type = int32_t; };
-template <> struct dt_type<FI_UINT32> { using type = uint32_t; };
-template <> struct dt_type<FI_INT64> { using type = int64_t; };
-template <> struct dt_type<FI_UINT64> { using type = uint64_t; };
-template <> struct dt_type<FI_FLOAT> { using type = float; };
-template <> struct dt_type<FI_DOUBLE> { using type = double; };
-template <> struct dt_type<FI_FLOAT_COMPLEX> { using type = std::complex<float>; };
-template <> struct dt_type<FI_DOUBLE_COMPLEX> { using type = std::complex<double>; };
-template <> struct dt_type<FI_LONG_DOUBLE> { using type = long double; };
-template <> struct dt_type<FI_LONG_DOUBLE_COMPLEX> { using type = std::complex<long double>; };
-template <> struct dt_type<FI_INT128> { using type = __int128; };
-template <> struct dt_type<FI_UINT128> { using type = unsigned __int128; };
+template <fi_datatype D>
+struct dt_type;
+template <>
+struct dt_type<FI_INT8> {
+  using type = int8_t;
+};
+template <>
+struct dt_type<FI_UINT8> {
+  using type = uint8_t;
+};
+template <>
+struct dt_type<FI_INT16> {
+  using type = int16_t;
+};
+template <>
+struct dt_type<FI_UINT16> {
+  using type = uint16_t;
+};
+template <>
+struct dt_type<FI_INT32> {
+  using type = int32_t;
+};
+template <>
+struct dt_type<FI_UINT32> {
+  using type = uint32_t;
+};
+template <>
+struct dt_type<FI_INT64> {
+  using type = int64_t;
+};
+template <>
+struct dt_type<FI_UINT64> {
+  using type = uint64_t;
+};
+template <>
+struct dt_type<FI_FLOAT> {
+  using type = float;
+};
+template <>
+struct dt_type<FI_DOUBLE> {
+  using type = double;
+};
+template <>
+struct dt_type<FI_FLOAT_COMPLEX> {
+  using type = std::complex<float>;
+};
+template <>
+struct dt_type<FI_DOUBLE_COMPLEX> {
+  using type = std::complex<double>;
+};
+template <>
+struct dt_type<FI_LONG_DOUBLE> {
+  using type = long double;
+};
+template <>
+struct dt_type<FI_LONG_DOUBLE_COMPLEX> {
+  using type = std::complex<long double>;
+};
+template <>
+struct dt_type<FI_INT128> {
+  using type = __int128;
+};
+template <>
+struct dt_type<FI_UINT128> {
+  using type = unsigned __int128;
+};
 
 constexpr size_t n_datatypes = FI_UINT128 + 1;  // FI_INT8..FI_UINT128 are dense
 constexpr size_t n_ops = FI_ATOMIC_OP_LAST;     // FI_MIN..FI_MSWAP are dense
 
 // std::is_integral excludes __int128 in strict ISO mode: say it ourselves.
 template <class T>
-inline constexpr bool is_int_v = std::is_integral_v<T> || std::is_same_v<T, __int128> ||
-                                 std::is_same_v<T, unsigned __int128>;
-template <class T> inline constexpr bool is_complex_v = false;
-template <class F> inline constexpr bool is_complex_v<std::complex<F>> = true;
+inline constexpr bool is_int_v =
+    std::is_integral_v<T> || std::is_same_v<T, __int128> || std::is_same_v<T, unsigned __int128>;
+template <class T>
+inline constexpr bool is_complex_v = false;
+template <class F>
+inline constexpr bool is_complex_v<std::complex<F>> = true;
 
 // Unsigned type that integer arithmetic on T is done in: wraps without UB,
 // and never promotes to (signed) int, so uint16 * uint16 cannot overflow.
-template <size_t N> struct arith_uint_of { using type = unsigned; };
-template <> struct arith_uint_of<8> { using type = uint64_t; };
-template <> struct arith_uint_of<16> { using type = unsigned __int128; };
-template <class T> using arith_uint = typename arith_uint_of<sizeof(T)>::type;
+template <size_t N>
+struct arith_uint_of {
+  using type = unsigned;
+};
+template <>
+struct arith_uint_of<8> {
+  using type = uint64_t;
+};
+template <>
+struct arith_uint_of<16> {
+  using type = unsigned __int128;
+};
+template <class T>
+using arith_uint = typename arith_uint_of<sizeof(T)>::type;
 
 // Exact-size unsigned type a lock-free element is accessed as.
-template <size_t N> struct bits_of { using type = void; };
-template <> struct bits_of<1> { using type = uint8_t; };
-template <> struct bits_of<2> { using type = uint16_t; };
-template <> struct bits_of<4> { using type = uint32_t; };
-template <> struct bits_of<8> { using type = uint64_t; };
-template <class T> using bits_t = typename bits_of<sizeof(T)>::type;
+template <size_t N>
+struct bits_of {
+  using type = void;
+};
+template <>
+struct bits_of<1> {
+  using type = uint8_t;
+};
+template <>
+struct bits_of<2> {
+  using type = uint16_t;
+};
+template <>
+struct bits_of<4> {
+  using type = uint32_t;
+};
+template <>
+struct bits_of<8> {
+  using type = uint64_t;
+};
+template <class T>
+using bits_t = typename bits_of<sizeof(T)>::type;
 
-template <class T> constexpr bool lock_free_capable() {
+template <class T>
+constexpr bool lock_free_capable() {
   if constexpr (std::is_void_v<bits_t<T>>) {
     return false;
   } else {
@@ -74,15 +152,30 @@ template <class T> constexpr bool lock_free_capable() {
 
 // ---------------------------------------------------------------- validity
 
-template <class T> constexpr bool op_supported(fi_op op) {
+template <class T>
+constexpr bool op_supported(fi_op op) {
   switch (op) {
-    case FI_MIN: case FI_MAX:
-    case FI_CSWAP_LE: case FI_CSWAP_LT: case FI_CSWAP_GE: case FI_CSWAP_GT:
+    case FI_MIN:
+    case FI_MAX:
+    case FI_CSWAP_LE:
+    case FI_CSWAP_LT:
+    case FI_CSWAP_GE:
+    case FI_CSWAP_GT:
       return !is_complex_v<T>;  // ordered types only
-    case FI_SUM: case FI_PROD: case FI_LOR: case FI_LAND: case FI_LXOR:
-    case FI_ATOMIC_READ: case FI_ATOMIC_WRITE: case FI_CSWAP: case FI_CSWAP_NE:
+    case FI_SUM:
+    case FI_PROD:
+    case FI_LOR:
+    case FI_LAND:
+    case FI_LXOR:
+    case FI_ATOMIC_READ:
+    case FI_ATOMIC_WRITE:
+    case FI_CSWAP:
+    case FI_CSWAP_NE:
       return true;
-    case FI_BOR: case FI_BAND: case FI_BXOR: case FI_MSWAP:
+    case FI_BOR:
+    case FI_BAND:
+    case FI_BXOR:
+    case FI_MSWAP:
       return is_int_v<T>;  // bit operations
     default:
       return false;
@@ -91,9 +184,12 @@ template <class T> constexpr bool op_supported(fi_op op) {
 
 constexpr bool form_allows(atomic_form form, fi_op op) {
   switch (form) {
-    case atomic_form::base: return op <= FI_BXOR || op == FI_ATOMIC_WRITE;
-    case atomic_form::fetch: return op <= FI_ATOMIC_WRITE;
-    case atomic_form::compare: return op >= FI_CSWAP && op <= FI_MSWAP;
+    case atomic_form::base:
+      return op <= FI_BXOR || op == FI_ATOMIC_WRITE;
+    case atomic_form::fetch:
+      return op <= FI_ATOMIC_WRITE;
+    case atomic_form::compare:
+      return op >= FI_CSWAP && op <= FI_MSWAP;
   }
   return false;
 }
@@ -102,12 +198,17 @@ constexpr bool known_form(atomic_form form) {
   return form == atomic_form::base || form == atomic_form::fetch || form == atomic_form::compare;
 }
 
-constexpr bool uses_buf(fi_op op) { return op != FI_ATOMIC_READ; }
-constexpr bool uses_compare(fi_op op) { return op >= FI_CSWAP && op <= FI_MSWAP; }
+constexpr bool uses_buf(fi_op op) {
+  return op != FI_ATOMIC_READ;
+}
+constexpr bool uses_compare(fi_op op) {
+  return op >= FI_CSWAP && op <= FI_MSWAP;
+}
 
 // ---------------------------------------------------------------- element math
 
-template <class T> T wrap_add(T a, T b) {
+template <class T>
+T wrap_add(T a, T b) {
   if constexpr (is_int_v<T>) {
     using U = arith_uint<T>;
     return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
@@ -116,7 +217,8 @@ template <class T> T wrap_add(T a, T b) {
   }
 }
 
-template <class T> T wrap_mul(T a, T b) {
+template <class T>
+T wrap_mul(T a, T b) {
   if constexpr (is_int_v<T>) {
     using U = arith_uint<T>;
     return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
@@ -125,13 +227,20 @@ template <class T> T wrap_mul(T a, T b) {
   }
 }
 
-template <class T> bool truth(const T& v) { return v != T{}; }
-template <class T> T from_bool(bool v) { return v ? T(1) : T(0); }
+template <class T>
+bool truth(const T& v) {
+  return v != T{};
+}
+template <class T>
+T from_bool(bool v) {
+  return v ? T(1) : T(0);
+}
 
 // Computes the new target value of one element from its current value `t`,
 // operand `b` and compare operand `c`. Returns false when the target is left
 // as it is (reads, failed compares, MIN/MAX that do not improve).
-template <fi_op Op, class T> bool compute(const T& t, const T& b, const T& c, T& out) noexcept {
+template <fi_op Op, class T>
+bool compute(const T& t, const T& b, const T& c, T& out) noexcept {
   using U = arith_uint<T>;
   bool write = true;
   if constexpr (Op == FI_MIN) {
@@ -161,17 +270,23 @@ template <fi_op Op, class T> bool compute(const T& t, const T& b, const T& c, T&
   } else if constexpr (Op == FI_ATOMIC_WRITE) {
     out = b;
   } else if constexpr (Op == FI_MSWAP) {
-    out = static_cast<T>((static_cast<U>(b) & static_cast<U>(c)) |
-                         (static_cast<U>(t) & ~static_cast<U>(c)));
+    out = static_cast<T>((static_cast<U>(b) & static_cast<U>(c)) | (static_cast<U>(t) & ~static_cast<U>(c)));
   } else {
     // The CSWAP family: man fi_atomic, "if (compare[i] OP addr[i]) addr[i] = buf[i]".
-    if constexpr (Op == FI_CSWAP) write = c == t;
-    else if constexpr (Op == FI_CSWAP_NE) write = c != t;
-    else if constexpr (Op == FI_CSWAP_LE) write = c <= t;
-    else if constexpr (Op == FI_CSWAP_LT) write = c < t;
-    else if constexpr (Op == FI_CSWAP_GE) write = c >= t;
-    else if constexpr (Op == FI_CSWAP_GT) write = c > t;
-    else static_assert(Op == FI_CSWAP_GT, "unhandled fi_op");
+    if constexpr (Op == FI_CSWAP)
+      write = c == t;
+    else if constexpr (Op == FI_CSWAP_NE)
+      write = c != t;
+    else if constexpr (Op == FI_CSWAP_LE)
+      write = c <= t;
+    else if constexpr (Op == FI_CSWAP_LT)
+      write = c < t;
+    else if constexpr (Op == FI_CSWAP_GE)
+      write = c >= t;
+    else if constexpr (Op == FI_CSWAP_GT)
+      write = c > t;
+    else
+      static_assert(Op == FI_CSWAP_GT, "unhandled fi_op");
     out = b;
   }
   return write;
@@ -181,7 +296,8 @@ template <fi_op Op, class T> bool compute(const T& t, const T& b, const T& c, T&
 
 // Lock-free path: aligned 1/2/4/8-byte elements, accessed as bits_t<T>.
 // Returns the original value.
-template <fi_op Op, class T> T apply_lock_free(void* p, const T& b, const T& c) noexcept {
+template <fi_op Op, class T>
+T apply_lock_free(void* p, const T& b, const T& c) noexcept {
   using S = bits_t<T>;
   constexpr auto acq_rel = std::memory_order_acq_rel;
   constexpr auto acquire = std::memory_order_acquire;
@@ -210,8 +326,7 @@ template <fi_op Op, class T> T apply_lock_free(void* p, const T& b, const T& c) 
     S old = ref.load(acquire);
     T out{};
     while (compute<Op>(std::bit_cast<T>(old), b, c, out) &&
-           !ref.compare_exchange_weak(old, std::bit_cast<S>(out), acq_rel, acquire)) {
-    }
+           !ref.compare_exchange_weak(old, std::bit_cast<S>(out), acq_rel, acquire)) {}
     return std::bit_cast<T>(old);
   }
 }
@@ -240,7 +355,8 @@ stripe& stripe_for(const void* p) noexcept {
   return stripes[(reinterpret_cast<uintptr_t>(p) >> 4) % n_stripes];
 }
 
-template <fi_op Op, class T> T apply_locked(void* p, const T& b, const T& c) noexcept {
+template <fi_op Op, class T>
+T apply_locked(void* p, const T& b, const T& c) noexcept {
   stripe& s = stripe_for(p);
   s.lock();
   T t{};
@@ -254,8 +370,8 @@ template <fi_op Op, class T> T apply_locked(void* p, const T& b, const T& c) noe
 // ---------------------------------------------------------------- kernels
 
 template <fi_op Op, class T, bool Locked>
-void run(unsigned char* target, const unsigned char* buf, const unsigned char* cmp,
-         unsigned char* result, size_t count) noexcept {
+void run(unsigned char* target, const unsigned char* buf, const unsigned char* cmp, unsigned char* result,
+         size_t count) noexcept {
   constexpr size_t sz = sizeof(T);
   for (size_t i = 0; i < count; ++i) {
     // Operands are copied out: the caller's buffers need no alignment.
@@ -263,8 +379,10 @@ void run(unsigned char* target, const unsigned char* buf, const unsigned char* c
     if constexpr (uses_buf(Op)) std::memcpy(&b, buf + i * sz, sz);
     if constexpr (uses_compare(Op)) std::memcpy(&c, cmp + i * sz, sz);
     T orig{};
-    if constexpr (Locked) orig = apply_locked<Op, T>(target + i * sz, b, c);
-    else orig = apply_lock_free<Op, T>(target + i * sz, b, c);
+    if constexpr (Locked)
+      orig = apply_locked<Op, T>(target + i * sz, b, c);
+    else
+      orig = apply_lock_free<Op, T>(target + i * sz, b, c);
     if (result) std::memcpy(result + i * sz, &orig, sz);
   }
 }
@@ -288,23 +406,29 @@ void kernel(void* target, const void* buf, const void* cmp, void* result, size_t
   run<Op, T, true>(t, b, c, r, count);
 }
 
-template <size_t D, size_t O> constexpr kernel_fn pick() {
+template <size_t D, size_t O>
+constexpr kernel_fn pick() {
   using T = typename dt_type<static_cast<fi_datatype>(D)>::type;
   constexpr auto op = static_cast<fi_op>(O);
-  if constexpr (op_supported<T>(op)) return &kernel<op, T>;
-  else return nullptr;
+  if constexpr (op_supported<T>(op))
+    return &kernel<op, T>;
+  else
+    return nullptr;
 }
 
-template <size_t D, size_t... O> constexpr std::array<kernel_fn, n_ops> make_row(std::index_sequence<O...>) {
+template <size_t D, size_t... O>
+constexpr std::array<kernel_fn, n_ops> make_row(std::index_sequence<O...>) {
   return {pick<D, O>()...};
 }
 
-template <size_t... D> constexpr auto make_table(std::index_sequence<D...>) {
+template <size_t... D>
+constexpr auto make_table(std::index_sequence<D...>) {
   return std::array<std::array<kernel_fn, n_ops>, n_datatypes>{
       make_row<D>(std::make_index_sequence<n_ops>{})...};
 }
 
-template <size_t... D> constexpr auto make_sizes(std::index_sequence<D...>) {
+template <size_t... D>
+constexpr auto make_sizes(std::index_sequence<D...>) {
   return std::array<size_t, n_datatypes>{sizeof(typename dt_type<static_cast<fi_datatype>(D)>::type)...};
 }
 
@@ -336,8 +460,8 @@ size_t datatype_size(fi_datatype dt) noexcept {
 
 int atomic_apply(atomic_form form, fi_op op, fi_datatype dt, void* target, const void* buf,
                  const void* compare, void* result, size_t count) noexcept {
-  if (!known_form(form) || static_cast<size_t>(op) >= n_ops ||
-      static_cast<size_t>(dt) >= n_datatypes) [[unlikely]]
+  if (!known_form(form) || static_cast<size_t>(op) >= n_ops || static_cast<size_t>(dt) >= n_datatypes)
+      [[unlikely]]
     return -FI_EINVAL;
   const kernel_fn fn = kernels[static_cast<size_t>(dt)][static_cast<size_t>(op)];
   if (!fn || !form_allows(form, op)) [[unlikely]]

@@ -73,10 +73,16 @@ constexpr uint64_t private_prealloc_max = uint64_t{1} << 16;  // attr->count hin
 constexpr uint64_t named_default_count = 1024;
 constexpr uint64_t named_max_count = uint64_t{1} << 24;
 
-constexpr size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+constexpr size_t round_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
 // First slot index of chunk k.
-constexpr uint64_t chunk_start(unsigned k) { return ((uint64_t{1} << av::chunk0_shift) << k) - (uint64_t{1} << av::chunk0_shift); }
-constexpr uint64_t chunk_slots(unsigned k) { return (uint64_t{1} << av::chunk0_shift) << k; }
+constexpr uint64_t chunk_start(unsigned k) {
+  return ((uint64_t{1} << av::chunk0_shift) << k) - (uint64_t{1} << av::chunk0_shift);
+}
+constexpr uint64_t chunk_slots(unsigned k) {
+  return (uint64_t{1} << av::chunk0_shift) << k;
+}
 
 static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
@@ -104,7 +110,7 @@ struct av_private {
   std::mutex mu;
   // address bytes -> first index holding them
   std::unordered_map<std::string, uint64_t, bytes_hash, std::equal_to<>> rev;
-  std::vector<unsigned char*> owned;              // chunks to free
+  std::vector<unsigned char*> owned;  // chunks to free
 };
 
 // ------------------------------------------------------------------- shared
@@ -136,7 +142,9 @@ static_assert(std::is_standard_layout_v<shared_region>);
 static_assert(std::is_trivially_copyable_v<shared_region>);
 constexpr size_t slots_offset = round_up(sizeof(shared_region), 64);
 
-bool alive(int32_t pid) noexcept { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
+bool alive(int32_t pid) noexcept {
+  return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
+}
 
 // Drops dead processes from the list. Under the region lock.
 void prune(shared_region* r) noexcept {
@@ -275,7 +283,8 @@ struct av_shared {
     }
     size = size_t(st.st_size);
     map(hint);
-    for (int i = 0; std::atomic_ref<uint64_t>(hdr->magic).load(std::memory_order_acquire) != shared_magic; ++i) {
+    for (int i = 0; std::atomic_ref<uint64_t>(hdr->magic).load(std::memory_order_acquire) != shared_magic;
+         ++i) {
       if (i == 200) fail(FI_ETIMEDOUT, "named AV never initialised");
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
@@ -371,7 +380,9 @@ av::~av() {
   }
 }
 
-std::string_view av::str_prefix() const noexcept { return prefix_; }
+std::string_view av::str_prefix() const noexcept {
+  return prefix_;
+}
 
 void av::lock() const {
   if (shared_)
@@ -564,7 +575,8 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
     if (int rc = check_insert(a, count, fi_addr, flags, context)) return rc;
     if (!addr && count) return -FI_EINVAL;
     const auto* cursor = static_cast<const unsigned char*>(addr);
-    return commit(a, count, [&](size_t) { return parse_one(a, cursor); }, fi_addr, flags, context);
+    return commit(
+        a, count, [&](size_t) { return parse_one(a, cursor); }, fi_addr, flags, context);
   });
 }
 
@@ -597,7 +609,8 @@ resolved resolve_one(const av& a, const char* node, const char* service) {
   resolved r;
   int rc = addr::resolve(a.addr_format(), a.str_prefix(), a.max_addrlen(), node, service, r.bytes);
   // What we produced must also be what fi_av_insert would accept.
-  if (!rc && addr::valid_len(a.addr_format(), r.bytes.data(), r.bytes.size(), a.str_prefix()) != r.bytes.size())
+  if (!rc &&
+      addr::valid_len(a.addr_format(), r.bytes.data(), r.bytes.size(), a.str_prefix()) != r.bytes.size())
     rc = -FI_EINVAL;
   r.err = -rc;
   return r;
@@ -669,7 +682,9 @@ const char* av_straddr(fid_av* f, const void* addr, char* buf, size_t* len) noex
   return buf;
 }
 
-int av_set(fid_av*, fi_av_set_attr*, fid_av_set**, void*) noexcept { return -FI_ENOSYS; }
+int av_set(fid_av*, fi_av_set_attr*, fid_av_set**, void*) noexcept {
+  return -FI_ENOSYS;
+}
 
 int av_close(fid* f) noexcept {
   auto* a = from_fid<av>(f);
@@ -714,14 +729,17 @@ void av::bind_eq(fid_eq* eq) {
 int av_open(domain& dom, fi_av_attr* attr, fid_av** out, void* context) noexcept {
   return guard([&]() -> int {
     if (!attr || !out) return -FI_EINVAL;
-    fi_av_type domain_type = dom.info && dom.info->domain_attr ? dom.info->domain_attr->av_type : FI_AV_UNSPEC;
+    fi_av_type domain_type =
+        dom.info && dom.info->domain_attr ? dom.info->domain_attr->av_type : FI_AV_UNSPEC;
     // Read as an int: a value outside the enum must not be loaded as one.
     int raw_type;
     std::memcpy(&raw_type, &attr->type, sizeof raw_type);
     static_assert(sizeof(raw_type) == sizeof(attr->type));
     fi_av_type type = FI_AV_UNSPEC;
     switch (raw_type) {
-      case FI_AV_UNSPEC: type = domain_type != FI_AV_UNSPEC ? domain_type : FI_AV_TABLE; break;
+      case FI_AV_UNSPEC:
+        type = domain_type != FI_AV_UNSPEC ? domain_type : FI_AV_TABLE;
+        break;
       case FI_AV_MAP:
       case FI_AV_TABLE:
         type = fi_av_type(raw_type);
@@ -730,7 +748,8 @@ int av_open(domain& dom, fi_av_attr* attr, fid_av** out, void* context) noexcept
           return -FI_EINVAL;
         }
         break;
-      default: return -FI_EINVAL;
+      default:
+        return -FI_EINVAL;
     }
     if (!only(attr->flags, av_open_flags)) return -FI_EBADFLAGS;
     if (attr->rx_ctx_bits < 0 || attr->rx_ctx_bits > max_rx_ctx_bits) return -FI_EINVAL;

@@ -31,7 +31,7 @@
 
 namespace weft {
 
-struct av_shared;  // the mapped region of a named AV (av.cpp)
+struct av_shared;   // the mapped region of a named AV (av.cpp)
 struct av_private;  // reverse map and lock of a process-private AV (av.cpp)
 
 class av {

@@ -37,7 +37,9 @@ struct cntr {
 
 namespace {
 
-cntr* of(fid_cntr* f) noexcept { return from_fid<cntr>(f); }
+cntr* of(fid_cntr* f) noexcept {
+  return from_fid<cntr>(f);
+}
 
 uint64_t cntr_read_op(fid_cntr* f) noexcept {
   cntr* c = of(f);
@@ -135,7 +137,8 @@ fi_ops_cntr cntr_ops = {
 
 }  // namespace
 
-cntr::cntr(domain* d, const fi_cntr_attr& attr, void* context, wait_set* ws) : dom(d), set(ws), w(attr.wait_obj, ws) {
+cntr::cntr(domain* d, const fi_cntr_attr& attr, void* context, wait_set* ws)
+    : dom(d), set(ws), w(attr.wait_obj, ws) {
   fid_.fid.fclass = FI_CLASS_CNTR;
   fid_.fid.context = context;
   fid_.fid.ops = &cntr_fi_ops;
@@ -160,7 +163,9 @@ int cntr_open(domain& dom, fi_cntr_attr* attr, fid_cntr** out, void* context) no
 }
 
 // ---------------------------------------------------------------- internal
-bool is_cntr(const fid* f) noexcept { return is_class(f, FI_CLASS_CNTR) && f->ops == &cntr_fi_ops; }
+bool is_cntr(const fid* f) noexcept {
+  return is_class(f, FI_CLASS_CNTR) && f->ops == &cntr_fi_ops;
+}
 
 void cntr_inc(fid_cntr* f, uint64_t n) noexcept {
   cntr* c = of(f);
@@ -174,8 +179,12 @@ void cntr_err_inc(fid_cntr* f, uint64_t n) noexcept {
   c->w.signal();
 }
 
-void cntr_take(fid_cntr* f) noexcept { of(f)->users_.add(); }
-void cntr_drop(fid_cntr* f) noexcept { of(f)->users_.drop(); }
+void cntr_take(fid_cntr* f) noexcept {
+  of(f)->users_.add();
+}
+void cntr_drop(fid_cntr* f) noexcept {
+  of(f)->users_.drop();
+}
 
 int cntr_add_poller(fid_cntr* f, void (*fn)(void*), void* arg) noexcept {
   if (!fn) return -FI_EINVAL;
@@ -189,10 +198,16 @@ int cntr_del_poller(fid_cntr* f, void (*fn)(void*), void* arg) noexcept {
   return of(f)->progress.remove(fn, arg) ? 0 : -FI_ENOENT;
 }
 
-int cntr_add_wait_fd(fid_cntr* f, int fd, uint32_t events) noexcept { return of(f)->w.add_fd(fd, events); }
-int cntr_del_wait_fd(fid_cntr* f, int fd) noexcept { return of(f)->w.del_fd(fd); }
+int cntr_add_wait_fd(fid_cntr* f, int fd, uint32_t events) noexcept {
+  return of(f)->w.add_fd(fd, events);
+}
+int cntr_del_wait_fd(fid_cntr* f, int fd) noexcept {
+  return of(f)->w.del_fd(fd);
+}
 
-uint64_t cntr_ops_flags(fid_cntr* f) noexcept { return of(f)->ops_flags.load(std::memory_order_relaxed); }
+uint64_t cntr_ops_flags(fid_cntr* f) noexcept {
+  return of(f)->ops_flags.load(std::memory_order_relaxed);
+}
 
 bool cntr_progress(fid_cntr* f) noexcept {
   cntr* c = of(f);
@@ -200,8 +215,12 @@ bool cntr_progress(fid_cntr* f) noexcept {
   return !c->progress.empty();
 }
 
-waiter& cntr_waiter(fid_cntr* f) noexcept { return of(f)->w; }
-domain* cntr_domain(fid_cntr* f) noexcept { return of(f)->dom; }
+waiter& cntr_waiter(fid_cntr* f) noexcept {
+  return of(f)->w;
+}
+domain* cntr_domain(fid_cntr* f) noexcept {
+  return of(f)->dom;
+}
 
 bool cntr_poll_changed(fid_cntr* f) noexcept {
   cntr* c = of(f);

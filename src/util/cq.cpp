@@ -63,7 +63,7 @@ struct cq {
   size_t head = 0;
   size_t count = 0;
   std::deque<cq_error> errs;
-  std::vector<uint8_t> err_buf;  // provider-owned err_data handed out by readerr
+  std::vector<uint8_t> err_buf;      // provider-owned err_data handed out by readerr
   std::atomic<uint64_t> signals{0};  // fi_cq_signal generation
   waiter w;
   progress_list progress;
@@ -114,7 +114,9 @@ size_t cq_entry_size(fi_cq_format format) noexcept {
 
 namespace {
 
-cq* of(fid_cq* f) noexcept { return from_fid<cq>(f); }
+cq* of(fid_cq* f) noexcept {
+  return from_fid<cq>(f);
+}
 
 template <fi_cq_format F>
 inline void put(void* dst, const cq_slot& s) noexcept {
@@ -173,7 +175,9 @@ ssize_t cq_readfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src) noexc
   return read_locked(c, buf, count, src);
 }
 
-ssize_t cq_read_op(fid_cq* f, void* buf, size_t count) noexcept { return cq_readfrom_op(f, buf, count, nullptr); }
+ssize_t cq_read_op(fid_cq* f, void* buf, size_t count) noexcept {
+  return cq_readfrom_op(f, buf, count, nullptr);
+}
 
 ssize_t cq_readerr_op(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) noexcept {
   if (!buf) return -FI_EINVAL;
@@ -211,7 +215,8 @@ ssize_t cq_readerr_op(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) noexcept 
   return 1;
 }
 
-ssize_t cq_sreadfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void* cond, int timeout) noexcept {
+ssize_t cq_sreadfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void* cond,
+                        int timeout) noexcept {
   cq* c = of(f);
   if (!c->w.can_block()) return -FI_EINVAL;  // FI_WAIT_NONE or FI_WAIT_SET
   if (!buf && count) return -FI_EINVAL;
@@ -277,8 +282,8 @@ fi_ops cq_fi_ops = {
 };
 
 fi_ops_cq cq_ops = {
-    sizeof(fi_ops_cq), cq_read_op,   cq_readfrom_op, cq_readerr_op, cq_sread_op,
-    cq_sreadfrom_op,   cq_signal_op, cq_strerror_op,
+    sizeof(fi_ops_cq), cq_read_op,      cq_readfrom_op, cq_readerr_op,
+    cq_sread_op,       cq_sreadfrom_op, cq_signal_op,   cq_strerror_op,
 };
 
 }  // namespace
@@ -303,8 +308,7 @@ int cq_open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcept
     if ((attr->flags & FI_AFFINITY) && attr->signaling_vector < 0) return -FI_EINVAL;
     if (raw(attr->format) > FI_CQ_FORMAT_TAGGED) return -FI_EINVAL;
     if (int r = check_wait_obj(attr->wait_obj, attr->wait_set)) return r;
-    if (attr->wait_obj != FI_WAIT_NONE && raw(attr->wait_cond) > FI_CQ_COND_THRESHOLD)
-      return -FI_EINVAL;
+    if (attr->wait_obj != FI_WAIT_NONE && raw(attr->wait_cond) > FI_CQ_COND_THRESHOLD) return -FI_EINVAL;
     wait_set* ws = attr->wait_obj == FI_WAIT_SET ? wait_set_check(attr->wait_set, dom.fab) : nullptr;
     fi_cq_attr a = *attr;
     if (a.wait_obj == FI_WAIT_NONE) a.wait_cond = FI_CQ_COND_NONE;
@@ -324,7 +328,9 @@ int cq_open(domain& dom, fi_cq_attr* attr, fid_cq** out, void* context) noexcept
 }
 
 // ---------------------------------------------------------------- internal
-bool is_cq(const fid* f) noexcept { return is_class(f, FI_CLASS_CQ) && f->ops == &cq_fi_ops; }
+bool is_cq(const fid* f) noexcept {
+  return is_class(f, FI_CLASS_CQ) && f->ops == &cq_fi_ops;
+}
 
 int cq_write(fid_cq* f, void* op_context, uint64_t flags, size_t len, void* buf, uint64_t data, uint64_t tag,
              fi_addr_t src) noexcept {
@@ -366,8 +372,12 @@ int cq_write_error(fid_cq* f, const fi_cq_err_entry& err, fi_addr_t src) noexcep
   return 0;
 }
 
-void cq_take(fid_cq* f) noexcept { of(f)->users_.add(); }
-void cq_drop(fid_cq* f) noexcept { of(f)->users_.drop(); }
+void cq_take(fid_cq* f) noexcept {
+  of(f)->users_.add();
+}
+void cq_drop(fid_cq* f) noexcept {
+  of(f)->users_.drop();
+}
 
 int cq_add_poller(fid_cq* f, void (*fn)(void*), void* arg) noexcept {
   if (!fn) return -FI_EINVAL;
@@ -381,10 +391,16 @@ int cq_del_poller(fid_cq* f, void (*fn)(void*), void* arg) noexcept {
   return of(f)->progress.remove(fn, arg) ? 0 : -FI_ENOENT;
 }
 
-int cq_add_wait_fd(fid_cq* f, int fd, uint32_t events) noexcept { return of(f)->w.add_fd(fd, events); }
-int cq_del_wait_fd(fid_cq* f, int fd) noexcept { return of(f)->w.del_fd(fd); }
+int cq_add_wait_fd(fid_cq* f, int fd, uint32_t events) noexcept {
+  return of(f)->w.add_fd(fd, events);
+}
+int cq_del_wait_fd(fid_cq* f, int fd) noexcept {
+  return of(f)->w.del_fd(fd);
+}
 
-fi_cq_format cq_format(fid_cq* f) noexcept { return of(f)->format; }
+fi_cq_format cq_format(fid_cq* f) noexcept {
+  return of(f)->format;
+}
 
 size_t cq_count(fid_cq* f) noexcept {
   cq* c = of(f);
@@ -392,7 +408,9 @@ size_t cq_count(fid_cq* f) noexcept {
   return c->count;
 }
 
-bool cq_has_events(fid_cq* f) noexcept { return cq_count(f) != 0; }
+bool cq_has_events(fid_cq* f) noexcept {
+  return cq_count(f) != 0;
+}
 
 bool cq_progress(fid_cq* f) noexcept {
   cq* c = of(f);
@@ -400,7 +418,11 @@ bool cq_progress(fid_cq* f) noexcept {
   return !c->progress.empty();
 }
 
-waiter& cq_waiter(fid_cq* f) noexcept { return of(f)->w; }
-domain* cq_domain(fid_cq* f) noexcept { return of(f)->dom; }
+waiter& cq_waiter(fid_cq* f) noexcept {
+  return of(f)->w;
+}
+domain* cq_domain(fid_cq* f) noexcept {
+  return of(f)->dom;
+}
 
 }  // namespace weft

@@ -2,9 +2,9 @@
 // endpoint creation to the provider.
 #include "util/domain.hpp"
 
+#include <netinet/in.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
-#include <netinet/in.h>
 
 #include <cstring>
 #include <memory>
@@ -60,11 +60,12 @@ int domain_control(fid* f, int command, void* arg) noexcept {
 }
 
 fi_ops domain_fi_ops = {
-    sizeof(fi_ops), domain_close, domain_bind, domain_control, fid_no_ops_open, fid_no_tostr,
-    fid_no_ops_set,
+    sizeof(fi_ops), domain_close, domain_bind, domain_control, fid_no_ops_open, fid_no_tostr, fid_no_ops_set,
 };
 
-domain& of(fid_domain* d) { return *domain::of(d); }
+domain& of(fid_domain* d) {
+  return *domain::of(d);
+}
 
 int dom_av_open(fid_domain* d, fi_av_attr* attr, fid_av** av, void* ctx) noexcept {
   if (!is_class(&d->fid, FI_CLASS_DOMAIN)) return -FI_EINVAL;
@@ -102,8 +103,7 @@ int dom_srx_ctx(fid_domain* d, fi_rx_attr* attr, fid_ep** rx, void* ctx) noexcep
   if (!is_class(&d->fid, FI_CLASS_DOMAIN) || !rx) return -FI_EINVAL;
   return guard([&] { return of(d).prov->srx_ctx(of(d), attr, rx, ctx); });
 }
-int dom_query_atomic(fid_domain* d, fi_datatype dt, fi_op op, fi_atomic_attr* attr,
-                     uint64_t flags) noexcept {
+int dom_query_atomic(fid_domain* d, fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) noexcept {
   if (!is_class(&d->fid, FI_CLASS_DOMAIN) || !attr) return -FI_EINVAL;
   return guard([&] { return of(d).prov->query_atomic(of(d), dt, op, attr, flags); });
 }
@@ -112,17 +112,20 @@ int dom_query_collective(fid_domain*, fi_collective_op, fi_collective_attr*, uin
 }
 
 fi_ops_domain domain_ops = {
-    sizeof(fi_ops_domain), dom_av_open,   dom_cq_open,      dom_endpoint,
-    dom_scalable_ep,       dom_cntr_open, dom_poll_open,    dom_stx_ctx,
-    dom_srx_ctx,           dom_query_atomic, dom_query_collective, dom_endpoint2,
+    sizeof(fi_ops_domain), dom_av_open, dom_cq_open, dom_endpoint,     dom_scalable_ep,      dom_cntr_open,
+    dom_poll_open,         dom_stx_ctx, dom_srx_ctx, dom_query_atomic, dom_query_collective, dom_endpoint2,
 };
 
 size_t addrlen_of(uint32_t fmt) {
   switch (fmt) {
-    case FI_SOCKADDR_IN: return sizeof(sockaddr_in);
-    case FI_SOCKADDR_IN6: return sizeof(sockaddr_in6);
-    case FI_ADDR_STR: return 64;
-    default: return 0;
+    case FI_SOCKADDR_IN:
+      return sizeof(sockaddr_in);
+    case FI_SOCKADDR_IN6:
+      return sizeof(sockaddr_in6);
+    case FI_ADDR_STR:
+      return 64;
+    default:
+      return 0;
   }
 }
 
@@ -164,8 +167,7 @@ int domain_open(fabric& fab, fi_info* info, fid_domain** out, void* context) noe
     d->mr_mode = mode;
     d->threading = a->threading == FI_THREAD_UNSPEC ? FI_THREAD_SAFE : a->threading;
     d->data_progress = a->data_progress == FI_PROGRESS_UNSPEC ? FI_PROGRESS_MANUAL : a->data_progress;
-    d->control_progress =
-        a->control_progress == FI_PROGRESS_UNSPEC ? FI_PROGRESS_AUTO : a->control_progress;
+    d->control_progress = a->control_progress == FI_PROGRESS_UNSPEC ? FI_PROGRESS_AUTO : a->control_progress;
     d->addr_format = info->addr_format != FI_FORMAT_UNSPEC ? info->addr_format : tmpl->addr_format;
     d->addrlen = addrlen_of(d->addr_format);
     if (!d->addrlen) return -FI_EINVAL;

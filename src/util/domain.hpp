@@ -13,17 +13,17 @@ struct domain {
   fid_domain fid_;  // first
   fabric* fab;
   provider* prov;
-  fi_info* info;          // a private copy of the info the domain was opened with
-  uint32_t api_version;   // fabric's api version (struct/behaviour versioning)
-  uint64_t mr_mode;       // mr_mode bits in force (FI_MR_BASIC/SCALABLE mapped to bits)
+  fi_info* info;         // a private copy of the info the domain was opened with
+  uint32_t api_version;  // fabric's api version (struct/behaviour versioning)
+  uint64_t mr_mode;      // mr_mode bits in force (FI_MR_BASIC/SCALABLE mapped to bits)
   fi_threading threading;
   fi_progress data_progress;
   fi_progress control_progress;
   uint32_t addr_format;
-  size_t addrlen;         // size of one address in this domain's AVs
-  mr_map* mrs;            // registration map (owned)
-  fid_eq* eq;             // bound by fi_domain_bind(FI_REG_MR) for async MR events
-  users users_;           // avs, cqs, cntrs, mrs, eps, poll sets
+  size_t addrlen;  // size of one address in this domain's AVs
+  mr_map* mrs;     // registration map (owned)
+  fid_eq* eq;      // bound by fi_domain_bind(FI_REG_MR) for async MR events
+  users users_;    // avs, cqs, cntrs, mrs, eps, poll sets
 
   // Provider state and hooks (set by the provider when it first needs them).
   void* prov_ctx = nullptr;

@@ -26,8 +26,8 @@ namespace {
 struct eq_event {
   uint32_t event = 0;
   bool is_err = false;
-  std::vector<uint8_t> data;      // the event as fi_eq_read returns it
-  fi_eq_err_entry err{};          // when is_err (err_data lives in err_data)
+  std::vector<uint8_t> data;  // the event as fi_eq_read returns it
+  fi_eq_err_entry err{};      // when is_err (err_data lives in err_data)
   std::vector<uint8_t> err_data;
 };
 
@@ -50,7 +50,9 @@ struct eq {
 
 namespace {
 
-eq* of(fid_eq* f) noexcept { return from_fid<eq>(f); }
+eq* of(fid_eq* f) noexcept {
+  return from_fid<eq>(f);
+}
 
 bool is_cm_event(uint32_t event) noexcept {
   return event == FI_CONNREQ || event == FI_CONNECTED || event == FI_SHUTDOWN;
@@ -212,7 +214,9 @@ int eq_open(fabric& fab, fi_eq_attr* attr, fid_eq** out, void* context) noexcept
 }
 
 // ---------------------------------------------------------------- internal
-bool is_eq(const fid* f) noexcept { return is_class(f, FI_CLASS_EQ) && f->ops == &eq_fi_ops; }
+bool is_eq(const fid* f) noexcept {
+  return is_class(f, FI_CLASS_EQ) && f->ops == &eq_fi_ops;
+}
 
 ssize_t eq_post(fid_eq* f, uint32_t event, const void* buf, size_t len, uint64_t) noexcept {
   if (!f || !is_eq(&f->fid) || (!buf && len)) return -FI_EINVAL;
@@ -228,8 +232,8 @@ ssize_t eq_post(fid_eq* f, uint32_t event, const void* buf, size_t len, uint64_t
   return r ? r : static_cast<ssize_t>(len);
 }
 
-int eq_post_error(fid_eq* f, fid_t fid, void* context, uint64_t data, int err, int prov_errno, const void* err_data,
-                  size_t err_data_size) noexcept {
+int eq_post_error(fid_eq* f, fid_t fid, void* context, uint64_t data, int err, int prov_errno,
+                  const void* err_data, size_t err_data_size) noexcept {
   if (!f || !is_eq(&f->fid) || err <= 0 || (!err_data && err_data_size)) return -FI_EINVAL;
   eq_event ev;
   ev.is_err = true;
@@ -247,8 +251,12 @@ int eq_post_error(fid_eq* f, fid_t fid, void* context, uint64_t data, int err, i
   return static_cast<int>(push(of(f), std::move(ev)));
 }
 
-void eq_take(fid_eq* f) noexcept { of(f)->users_.add(); }
-void eq_drop(fid_eq* f) noexcept { of(f)->users_.drop(); }
+void eq_take(fid_eq* f) noexcept {
+  of(f)->users_.add();
+}
+void eq_drop(fid_eq* f) noexcept {
+  of(f)->users_.drop();
+}
 
 size_t eq_count(fid_eq* f) noexcept {
   eq* e = of(f);
@@ -256,15 +264,21 @@ size_t eq_count(fid_eq* f) noexcept {
   return e->q.size();
 }
 
-bool eq_has_events(fid_eq* f) noexcept { return eq_count(f) != 0; }
+bool eq_has_events(fid_eq* f) noexcept {
+  return eq_count(f) != 0;
+}
 
 bool eq_progress(fid_eq* f) noexcept {
   eq* e = of(f);
   e->progress.run();
   return !e->progress.empty();
 }
-waiter& eq_waiter(fid_eq* f) noexcept { return of(f)->w; }
-fabric* eq_fabric(fid_eq* f) noexcept { return of(f)->fab; }
+waiter& eq_waiter(fid_eq* f) noexcept {
+  return of(f)->w;
+}
+fabric* eq_fabric(fid_eq* f) noexcept {
+  return of(f)->fab;
+}
 
 int eq_add_poller(fid_eq* f, void (*fn)(void*), void* arg) noexcept {
   if (!fn) return -FI_EINVAL;

@@ -23,11 +23,12 @@ int fabric_close(fid* f) noexcept {
   return 0;
 }
 
-int fabric_control(fid*, int, void*) noexcept { return -FI_ENOSYS; }
+int fabric_control(fid*, int, void*) noexcept {
+  return -FI_ENOSYS;
+}
 
 fi_ops fabric_fi_ops = {
-    sizeof(fi_ops), fabric_close, fid_no_bind, fabric_control, fid_no_ops_open, fid_no_tostr,
-    fid_no_ops_set,
+    sizeof(fi_ops), fabric_close, fid_no_bind, fabric_control, fid_no_ops_open, fid_no_tostr, fid_no_ops_set,
 };
 
 int fabric_domain(fid_fabric* f, fi_info* info, fid_domain** dom, void* context) noexcept {
@@ -35,8 +36,7 @@ int fabric_domain(fid_fabric* f, fi_info* info, fid_domain** dom, void* context)
   return domain_open(*fabric::of(f), info, dom, context);
 }
 
-int fabric_domain2(fid_fabric* f, fi_info* info, fid_domain** dom, uint64_t flags,
-                   void* context) noexcept {
+int fabric_domain2(fid_fabric* f, fi_info* info, fid_domain** dom, uint64_t flags, void* context) noexcept {
   if (flags) return -FI_EBADFLAGS;  // FI_PEER domains are not supported
   return fabric_domain(f, info, dom, context);
 }
@@ -80,10 +80,10 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context, uint32_t 
         if (!strcmp(t->fabric_attr->name, attr->name)) prov = p;
   }
   if (!prov) return -FI_ENODATA;
-  if (attr->name && strcmp(attr->name, prov->templates().front()->fabric_attr->name))
-    return -FI_ENODATA;
+  if (attr->name && strcmp(attr->name, prov->templates().front()->fabric_attr->name)) return -FI_ENODATA;
   if (api_version == 0) api_version = FI_VERSION(1, 0);
-  if (FI_MAJOR(api_version) != 1 || FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), api_version))
+  if (FI_MAJOR(api_version) != 1 ||
+      FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), api_version))
     return -FI_ENOSYS;
 
   auto fab = std::make_unique<fabric>();
@@ -102,10 +102,20 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context, uint32_t 
 }
 
 // Default ops-table entries.
-int fid_no_bind(fid*, fid*, uint64_t) noexcept { return -FI_ENOSYS; }
-int fid_no_control(fid*, int, void*) noexcept { return -FI_ENOSYS; }
-int fid_no_ops_open(fid*, const char*, uint64_t, void**, void*) noexcept { return -FI_ENOSYS; }
-int fid_no_tostr(const fid*, char*, size_t) noexcept { return -FI_ENOSYS; }
-int fid_no_ops_set(fid*, const char*, uint64_t, void*, void*) noexcept { return -FI_ENOSYS; }
+int fid_no_bind(fid*, fid*, uint64_t) noexcept {
+  return -FI_ENOSYS;
+}
+int fid_no_control(fid*, int, void*) noexcept {
+  return -FI_ENOSYS;
+}
+int fid_no_ops_open(fid*, const char*, uint64_t, void**, void*) noexcept {
+  return -FI_ENOSYS;
+}
+int fid_no_tostr(const fid*, char*, size_t) noexcept {
+  return -FI_ENOSYS;
+}
+int fid_no_ops_set(fid*, const char*, uint64_t, void*, void*) noexcept {
+  return -FI_ENOSYS;
+}
 
 }  // namespace weft

@@ -36,7 +36,9 @@ constexpr uint64_t mix64(uint64_t z) noexcept {
   return z ^ (z >> 31);
 }
 
-size_t seg_count(const mr_entry& e) noexcept { return std::min<size_t>(e.iov_count, mr_iov_max); }
+size_t seg_count(const mr_entry& e) noexcept {
+  return std::min<size_t>(e.iov_count, mr_iov_max);
+}
 
 // Whether the owner's range [addr, addr+len) lies inside the union of the
 // entry's segments (adjacent segments may carry one range between them). Each
@@ -133,7 +135,9 @@ mr_map::mr_map(size_t key_size, uint64_t seed)
       key_in_(mix64(seed)),
       key_out_(mix64(~seed)) {}
 
-bool mr_map::key_fits(uint64_t key) const noexcept { return key != FI_KEY_NOTAVAIL && (key & ~key_mask_) == 0; }
+bool mr_map::key_fits(uint64_t key) const noexcept {
+  return key != FI_KEY_NOTAVAIL && (key & ~key_mask_) == 0;
+}
 
 uint64_t mr_map::next_prov_key() noexcept {
   for (;;) {
@@ -286,7 +290,9 @@ size_t iov_limit(const domain& dom) noexcept {
   return std::min(limit, mr_iov_max);
 }
 
-uint64_t domain_caps(const domain& dom) noexcept { return dom.info ? dom.info->caps : 0; }
+uint64_t domain_caps(const domain& dom) noexcept {
+  return dom.info ? dom.info->caps : 0;
+}
 
 // Tells the provider (domain::mr_changed) that registration `key` changed, so
 // it can publish it. Called after the map changed, outside the map's lock.
@@ -315,7 +321,8 @@ int mr_close(fid* f) noexcept;
 int mr_bind(fid* f, fid* bfid, uint64_t flags) noexcept;
 int mr_control(fid* f, int command, void* arg) noexcept;
 
-fi_ops mr_fi_ops = {sizeof(fi_ops), mr_close, mr_bind, mr_control, fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
+fi_ops mr_fi_ops = {sizeof(fi_ops),  mr_close,     mr_bind,       mr_control,
+                    fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
 
 struct reg_request {
   const iovec* iov;
@@ -331,7 +338,8 @@ int do_register(domain& dom, const reg_request& r, fid_mr** out) {
   if (!out) reject(dom, FI_EINVAL, "mr: NULL fid_mr**");
   if (!dom.mrs) reject(dom, FI_EOPBADSTATE, "mr: domain has no registration map");
   if (!r.iov) reject(dom, FI_EINVAL, "mr: NULL iov");
-  if (r.count == 0 || r.count > iov_limit(dom)) reject(dom, FI_EINVAL, "mr: iov_count is 0 or above mr_iov_limit");
+  if (r.count == 0 || r.count > iov_limit(dom))
+    reject(dom, FI_EINVAL, "mr: iov_count is 0 or above mr_iov_limit");
   if (!only(r.access, mr_access_bits)) reject(dom, FI_EINVAL, "mr: unknown access bits");
   uint64_t allowed = FI_RMA_EVENT;
   if (domain_caps(dom) & FI_RMA_PMEM) allowed |= FI_RMA_PMEM;
@@ -360,7 +368,8 @@ int do_register(domain& dom, const reg_request& r, fid_mr** out) {
   if (total > u64_max - e.base) reject(dom, FI_EINVAL, "mr: region's address range overflows");
   if (mode & FI_MR_ALLOCATED)
     for (size_t i = 0; i < r.count; ++i)
-      if (!mapped(e.seg[i].addr, e.seg[i].len)) reject(dom, FI_EINVAL, "mr: FI_MR_ALLOCATED and buffer not mapped");
+      if (!mapped(e.seg[i].addr, e.seg[i].len))
+        reject(dom, FI_EINVAL, "mr: FI_MR_ALLOCATED and buffer not mapped");
 
   auto m = std::make_unique<mr>();
   m->dom = &dom;
@@ -374,7 +383,8 @@ int do_register(domain& dom, const reg_request& r, fid_mr** out) {
 
   uint64_t desc = 0;
   int ret = dom.mrs->insert(e, m.get(), (mode & FI_MR_PROV_KEY) != 0, &desc);
-  if (ret) reject(dom, -ret, ret == -FI_ENOKEY ? "mr: requested key in use" : "mr: key rejected or no key left");
+  if (ret)
+    reject(dom, -ret, ret == -FI_ENOKEY ? "mr: requested key in use" : "mr: key rejected or no key left");
   m->entry = e;
   m->fid_.fid.fclass = FI_CLASS_MR;
   m->fid_.fid.context = r.context;
@@ -432,9 +442,10 @@ int mr_regattr(fid* f, const fi_mr_attr* attr, uint64_t flags, fid_mr** out) noe
       reject(dom, FI_EINVAL, "mr: authorization keys are not supported");
     if ((domain_caps(dom) & FI_HMEM) && dom.api_version >= FI_VERSION(1, 10) && attr->iface != FI_HMEM_SYSTEM)
       reject(dom, FI_ENOSYS, "mr: device memory is not supported");
-    return do_register(
-        dom, {attr->mr_iov, attr->iov_count, attr->access, attr->offset, attr->requested_key, flags, attr->context},
-        out);
+    return do_register(dom,
+                       {attr->mr_iov, attr->iov_count, attr->access, attr->offset, attr->requested_key, flags,
+                        attr->context},
+                       out);
   });
 }
 
@@ -578,6 +589,8 @@ int mr_map_raw(domain& dom, struct fi_mr_map_raw* a) noexcept {
   return 0;
 }
 
-int mr_unmap_key(domain&, const uint64_t* key) noexcept { return key ? 0 : -FI_EINVAL; }
+int mr_unmap_key(domain&, const uint64_t* key) noexcept {
+  return key ? 0 : -FI_EINVAL;
+}
 
 }  // namespace weft

@@ -53,7 +53,8 @@ struct mr_segment {
 };
 
 // mr_entry::flags
-inline constexpr uint32_t mr_entry_enabled = 1u << 0;  // accessible (FI_MR_ENDPOINT/RMA_EVENT: after fi_mr_enable)
+inline constexpr uint32_t mr_entry_enabled =
+    1u << 0;  // accessible (FI_MR_ENDPOINT/RMA_EVENT: after fi_mr_enable)
 
 // One registration as the map (and, later, a process-shared table) holds it:
 // fixed size, standard layout, no pointers (addresses are integers in the
@@ -67,14 +68,15 @@ struct mr_entry {
   uint32_t iov_count;  // 1 .. mr_iov_max
   uint32_t flags;      // mr_entry_*
   mr_segment seg[mr_iov_max];
-  uint64_t prov[3];    // provider-specific; zero in the domain's map (shm: shared backing)
+  uint64_t prov[3];  // provider-specific; zero in the domain's map (shm: shared backing)
 };
 static_assert(std::is_standard_layout_v<mr_entry> && std::is_trivially_copyable_v<mr_entry>);
 static_assert(sizeof(mr_segment) == 16);
 static_assert(sizeof(mr_entry) == 128);
-static_assert(offsetof(mr_entry, key) == 0 && offsetof(mr_entry, base) == 8 && offsetof(mr_entry, len) == 16 &&
-              offsetof(mr_entry, access) == 24 && offsetof(mr_entry, iov_count) == 32 &&
-              offsetof(mr_entry, flags) == 36 && offsetof(mr_entry, seg) == 40);
+static_assert(offsetof(mr_entry, key) == 0 && offsetof(mr_entry, base) == 8 &&
+              offsetof(mr_entry, len) == 16 && offsetof(mr_entry, access) == 24 &&
+              offsetof(mr_entry, iov_count) == 32 && offsetof(mr_entry, flags) == 36 &&
+              offsetof(mr_entry, seg) == 40);
 
 // Validates a remote access of `len` bytes at peer address `addr` against one
 // entry (usable on a copy read from a shared table too). Returns
@@ -114,7 +116,8 @@ public:
   // ---- data path
   // Remote access by key: as mr_entry_check; an unknown key is -FI_EINVAL.
   int check(uint64_t key, uint64_t addr, size_t len, uint64_t access, void** local_ptr) const noexcept;
-  int resolve(uint64_t key, uint64_t addr, size_t len, uint64_t access, iovec* iov, size_t* count) const noexcept;
+  int resolve(uint64_t key, uint64_t addr, size_t len, uint64_t access, iovec* iov,
+              size_t* count) const noexcept;
   // Local access (FI_MR_LOCAL): `desc` is a descriptor from fi_mr_desc and
   // [buf, buf+len) must lie inside the region's segments, with `access` (FI_SEND,
   // FI_RECV, FI_READ, FI_WRITE; 0 to skip) a subset of the region's. Returns 0,
@@ -161,13 +164,13 @@ private:
 struct mr {
   fid_mr fid_;  // first
   domain* dom;
-  mr_entry entry;   // the registration as inserted in dom.mrs (flags kept current)
-  uint64_t flags;   // registration flags (FI_RMA_EVENT ...)
+  mr_entry entry;  // the registration as inserted in dom.mrs (flags kept current)
+  uint64_t flags;  // registration flags (FI_RMA_EVENT ...)
   void* context;
-  std::mutex lock_;  // bind / enable
-  fid* ep = nullptr;         // bound endpoint (FI_MR_ENDPOINT); not referenced
-  fid_cntr* cntr = nullptr;  // bound counter (a reference held, cntr_take) and the
-  uint64_t cntr_flags = 0;   // remote accesses it counts: FI_REMOTE_WRITE/READ
+  std::mutex lock_;           // bind / enable
+  fid* ep = nullptr;          // bound endpoint (FI_MR_ENDPOINT); not referenced
+  fid_cntr* cntr = nullptr;   // bound counter (a reference held, cntr_take) and the
+  uint64_t cntr_flags = 0;    // remote accesses it counts: FI_REMOTE_WRITE/READ
   bool needs_ep = false;      // FI_MR_ENDPOINT: fi_mr_enable needs a bound endpoint
   bool needs_enable = false;  // created disabled: bindings only before fi_mr_enable
   bool enabled = false;

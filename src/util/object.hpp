@@ -14,8 +14,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <type_traits>
 
@@ -93,10 +93,14 @@ inline T* from_fid(C* c) noexcept {
 }
 
 // Checks that `f` is non-null and of class `cls` (e.g. FI_CLASS_CQ).
-inline bool is_class(const fid* f, size_t cls) noexcept { return f && f->fclass == cls; }
+inline bool is_class(const fid* f, size_t cls) noexcept {
+  return f && f->fclass == cls;
+}
 
 // Flags helpers.
-inline constexpr bool only(uint64_t flags, uint64_t allowed) noexcept { return (flags & ~allowed) == 0; }
+inline constexpr bool only(uint64_t flags, uint64_t allowed) noexcept {
+  return (flags & ~allowed) == 0;
+}
 
 // Default entries for ops tables: not supported.
 int fid_no_bind(fid*, fid*, uint64_t) noexcept;

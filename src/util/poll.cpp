@@ -30,7 +30,9 @@ struct poll_set {
 
 namespace {
 
-poll_set* of(fid_poll* p) noexcept { return from_fid<poll_set>(p); }
+poll_set* of(fid_poll* p) noexcept {
+  return from_fid<poll_set>(p);
+}
 
 int poll_poll(fid_poll* p, void** context, int count) noexcept {
   if (!context || count <= 0) return -FI_EINVAL;

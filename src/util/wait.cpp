@@ -24,11 +24,14 @@ deadline::deadline(int timeout_ms) noexcept
     : never_(timeout_ms < 0),
       at_(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms)) {}
 
-bool deadline::expired() const noexcept { return !never_ && std::chrono::steady_clock::now() >= at_; }
+bool deadline::expired() const noexcept {
+  return !never_ && std::chrono::steady_clock::now() >= at_;
+}
 
 int deadline::remaining_ms(int cap_ms) const noexcept {
   if (never_) return cap_ms;
-  auto left = std::chrono::duration_cast<std::chrono::microseconds>(at_ - std::chrono::steady_clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::microseconds>(at_ - std::chrono::steady_clock::now()).count();
   if (left <= 0) return 0;
   long long ms = (left + 999) / 1000;  // round up: never wake before the deadline
   if (cap_ms >= 0 && ms > cap_ms) ms = cap_ms;
@@ -36,7 +39,8 @@ int deadline::remaining_ms(int cap_ms) const noexcept {
 }
 
 // ---------------------------------------------------------------- waiter
-waiter::waiter(fi_wait_obj kind, wait_set* set) : kind_(kind == FI_WAIT_UNSPEC ? FI_WAIT_FD : kind), set_(set) {
+waiter::waiter(fi_wait_obj kind, wait_set* set)
+    : kind_(kind == FI_WAIT_UNSPEC ? FI_WAIT_FD : kind), set_(set) {
   pthread_mutex_init(&mtx_, nullptr);
   pthread_cond_init(&cond_, nullptr);  // CLOCK_REALTIME, as applications expect of FI_GETWAIT
   if (kind_ == FI_WAIT_FD) {
@@ -58,7 +62,9 @@ waiter::waiter(fi_wait_obj kind, wait_set* set) : kind_(kind == FI_WAIT_UNSPEC ?
   }
 }
 
-waiter::~waiter() { release(); }
+waiter::~waiter() {
+  release();
+}
 
 void waiter::release() noexcept {
   if (epfd_ >= 0) close(epfd_);
@@ -100,8 +106,7 @@ bool waiter::disarm() noexcept {
   // still set (its entry is visible to the caller's re-check) or writes again.
   if (evfd_ >= 0) {
     uint64_t v;
-    while (read(evfd_, &v, sizeof(v)) > 0) {
-    }
+    while (read(evfd_, &v, sizeof(v)) > 0) {}
   }
   return pending_.exchange(false, std::memory_order_seq_cst);
 }
@@ -306,7 +311,8 @@ int wait_set_wait(fid_wait* w, int timeout) noexcept {
 }
 
 fi_ops wait_set_fi_ops = {
-    sizeof(fi_ops), wait_set_close, fid_no_bind, wait_set_control, fid_no_ops_open, fid_no_tostr, fid_no_ops_set,
+    sizeof(fi_ops),  wait_set_close, fid_no_bind,    wait_set_control,
+    fid_no_ops_open, fid_no_tostr,   fid_no_ops_set,
 };
 fi_ops_wait wait_set_ops = {sizeof(fi_ops_wait), wait_set_wait};
 
@@ -319,9 +325,13 @@ wait_set::wait_set(fabric* f, fi_wait_obj kind) : fab(f), w(kind, nullptr) {
   fid_.ops = &wait_set_ops;
 }
 
-bool is_wait_set(const fid* f) noexcept { return is_class(f, FI_CLASS_WAIT) && f->ops == &wait_set_fi_ops; }
+bool is_wait_set(const fid* f) noexcept {
+  return is_class(f, FI_CLASS_WAIT) && f->ops == &wait_set_fi_ops;
+}
 
-waiter& wait_set_waiter(wait_set* set) noexcept { return set->w; }
+waiter& wait_set_waiter(wait_set* set) noexcept {
+  return set->w;
+}
 
 wait_set* wait_set_check(fid_wait* w, fabric* fab) {
   if (!w || !is_wait_set(&w->fid)) fail(FI_EINVAL, "wait_set is not a wait set");

@@ -60,7 +60,9 @@ public:
 
   // The effective kind (UNSPEC is reported as FD, the object it uses).
   fi_wait_obj kind() const noexcept { return kind_; }
-  bool can_block() const noexcept { return kind_ == FI_WAIT_FD || kind_ == FI_WAIT_MUTEX_COND || kind_ == FI_WAIT_YIELD; }
+  bool can_block() const noexcept {
+    return kind_ == FI_WAIT_FD || kind_ == FI_WAIT_MUTEX_COND || kind_ == FI_WAIT_YIELD;
+  }
   wait_set* set() const noexcept { return set_; }
 
   // Something happened: wake sleepers, make the FD readable, signal the set.

@@ -16,7 +16,8 @@
 
 namespace weft_test {
 
-inline fi_info* get_info(const char* prov, fi_ep_type type = FI_EP_RDM, uint32_t version = FI_VERSION(1, 17)) {
+inline fi_info* get_info(const char* prov, fi_ep_type type = FI_EP_RDM,
+                         uint32_t version = FI_VERSION(1, 17)) {
   fi_info* hints = fi_allocinfo();
   hints->fabric_attr->prov_name = strdup(prov);
   hints->ep_attr->type = type;
@@ -49,7 +50,7 @@ protected:
 };
 
 // Instantiate a domain_test-derived suite for every provider.
-#define WEFT_ALL_PROVIDERS(suite) \
+#define WEFT_ALL_PROVIDERS(suite)                                        \
   INSTANTIATE_TEST_SUITE_P(prov, suite, ::testing::Values("shm", "tcp"), \
                            [](const auto& p) { return std::string(p.param); })
 

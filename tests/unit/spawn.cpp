@@ -57,7 +57,8 @@ bool open_objects(mp_peer& p, const mp_options& opt) {
   if (opt.counters) {
     fi_cntr_attr ca{};
     ca.events = FI_CNTR_EVENTS_COMP;
-    fid_cntr** all[] = {&p.cntr_send, &p.cntr_recv, &p.cntr_read, &p.cntr_write, &p.cntr_rwrite, &p.cntr_rread};
+    fid_cntr** all[] = {&p.cntr_send,  &p.cntr_recv,   &p.cntr_read,
+                        &p.cntr_write, &p.cntr_rwrite, &p.cntr_rread};
     uint64_t flags[] = {FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_WRITE, FI_REMOTE_READ};
     for (int i = 0; i < 6; ++i) {
       if (fi_cntr_open(p.domain, &ca, all[i], nullptr)) return false;

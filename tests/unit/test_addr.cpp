@@ -50,7 +50,7 @@ TEST(Addr, ValidLen) {
   EXPECT_EQ(addr::valid_len(FI_SOCKADDR_IN, nullptr, 16, ""), 0u);
   const char s[] = "fi_shm://x";
   EXPECT_EQ(addr::valid_len(FI_ADDR_STR, s, 64, "fi_shm://"), sizeof s);
-  EXPECT_EQ(addr::valid_len(FI_ADDR_STR, s, 5, "fi_shm://"), 0u);  // no NUL within max
+  EXPECT_EQ(addr::valid_len(FI_ADDR_STR, s, 5, "fi_shm://"), 0u);             // no NUL within max
   EXPECT_EQ(addr::valid_len(FI_ADDR_STR, "fi_shm://", 64, "fi_shm://"), 0u);  // empty name
   EXPECT_EQ(addr::valid_len(FI_ADDR_STR, "fi_tcp://x", 64, "fi_shm://"), 0u);
   EXPECT_EQ(addr::valid_len(FI_ADDR_STR, "", 64, ""), 0u);

@@ -32,26 +32,46 @@ const char* form_name(atomic_form f) {
 // ---------------------------------------------------------------- type facts
 
 template <class T>
-inline constexpr bool is_int_v = std::is_integral_v<T> || std::is_same_v<T, __int128> ||
-                                 std::is_same_v<T, unsigned __int128>;
-template <class T> inline constexpr bool is_cplx_v = false;
-template <class F> inline constexpr bool is_cplx_v<std::complex<F>> = true;
+inline constexpr bool is_int_v =
+    std::is_integral_v<T> || std::is_same_v<T, __int128> || std::is_same_v<T, unsigned __int128>;
+template <class T>
+inline constexpr bool is_cplx_v = false;
+template <class F>
+inline constexpr bool is_cplx_v<std::complex<F>> = true;
 
 enum class kind { integer, real, complex };
-template <class T> constexpr kind kind_of() {
+template <class T>
+constexpr kind kind_of() {
   return is_int_v<T> ? kind::integer : is_cplx_v<T> ? kind::complex : kind::real;
 }
 
-template <size_t N> struct uint_n;
-template <> struct uint_n<1> { using type = uint8_t; };
-template <> struct uint_n<2> { using type = uint16_t; };
-template <> struct uint_n<4> { using type = uint32_t; };
-template <> struct uint_n<8> { using type = uint64_t; };
-template <> struct uint_n<16> { using type = unsigned __int128; };
+template <size_t N>
+struct uint_n;
+template <>
+struct uint_n<1> {
+  using type = uint8_t;
+};
+template <>
+struct uint_n<2> {
+  using type = uint16_t;
+};
+template <>
+struct uint_n<4> {
+  using type = uint32_t;
+};
+template <>
+struct uint_n<8> {
+  using type = uint64_t;
+};
+template <>
+struct uint_n<16> {
+  using type = unsigned __int128;
+};
 
 // Calls f(T{}, dt) for every point-to-point datatype, with the C type the
 // man page describes.
-template <class F> void for_each_datatype(F&& f) {
+template <class F>
+void for_each_datatype(F&& f) {
   f(int8_t{}, FI_INT8);
   f(uint8_t{}, FI_UINT8);
   f(int16_t{}, FI_INT16);
@@ -75,18 +95,25 @@ template <class F> void for_each_datatype(F&& f) {
 // Which ops each call family accepts (man fi_atomic, "Base/Fetch/Compare-
 // Atomic Functions"), and which datatypes each op is defined on.
 bool expected_valid(atomic_form form, fi_op op, kind k) {
-  const std::vector<fi_op> base = {FI_MIN,  FI_MAX,  FI_SUM,  FI_PROD, FI_LOR,         FI_LAND,
-                                   FI_BOR,  FI_BAND, FI_LXOR, FI_BXOR, FI_ATOMIC_WRITE};
+  const std::vector<fi_op> base = {FI_MIN, FI_MAX,  FI_SUM,  FI_PROD, FI_LOR,         FI_LAND,
+                                   FI_BOR, FI_BAND, FI_LXOR, FI_BXOR, FI_ATOMIC_WRITE};
   std::vector<fi_op> ops = base;
   if (form == atomic_form::fetch) ops.push_back(FI_ATOMIC_READ);
   if (form == atomic_form::compare)
     ops = {FI_CSWAP, FI_CSWAP_NE, FI_CSWAP_LE, FI_CSWAP_LT, FI_CSWAP_GE, FI_CSWAP_GT, FI_MSWAP};
   if (std::find(ops.begin(), ops.end(), op) == ops.end()) return false;
   switch (op) {
-    case FI_MIN: case FI_MAX:
-    case FI_CSWAP_LE: case FI_CSWAP_LT: case FI_CSWAP_GE: case FI_CSWAP_GT:
+    case FI_MIN:
+    case FI_MAX:
+    case FI_CSWAP_LE:
+    case FI_CSWAP_LT:
+    case FI_CSWAP_GE:
+    case FI_CSWAP_GT:
       return k != kind::complex;
-    case FI_BOR: case FI_BAND: case FI_BXOR: case FI_MSWAP:
+    case FI_BOR:
+    case FI_BAND:
+    case FI_BXOR:
+    case FI_MSWAP:
       return k == kind::integer;
     default:
       return true;
@@ -94,46 +121,74 @@ bool expected_valid(atomic_form form, fi_op op, kind k) {
 }
 
 // Integer model: compute modulo 2^128, then truncate (C++20 conversions are modular).
-template <class T> unsigned __int128 wide(T v) { return static_cast<unsigned __int128>(v); }
+template <class T>
+unsigned __int128 wide(T v) {
+  return static_cast<unsigned __int128>(v);
+}
 
 // The new target value after one element of `op`.
-template <class T> T model(fi_op op, const T& t, const T& b, const T& c) {
+template <class T>
+T model(fi_op op, const T& t, const T& b, const T& c) {
   const auto truth = [](const T& v) { return !(v == T{}); };
   const auto logical = [](bool v) { return v ? T(1) : T(0); };
   switch (op) {
     case FI_SUM:
-      if constexpr (is_int_v<T>) return static_cast<T>(wide(t) + wide(b));
-      else return t + b;
+      if constexpr (is_int_v<T>)
+        return static_cast<T>(wide(t) + wide(b));
+      else
+        return t + b;
     case FI_PROD:
-      if constexpr (is_int_v<T>) return static_cast<T>(wide(t) * wide(b));
-      else return t * b;
-    case FI_LOR: return logical(truth(t) || truth(b));
-    case FI_LAND: return logical(truth(t) && truth(b));
-    case FI_LXOR: return logical((truth(t) && !truth(b)) || (!truth(t) && truth(b)));
-    case FI_ATOMIC_READ: return t;
-    case FI_ATOMIC_WRITE: return b;
-    case FI_CSWAP: return c == t ? b : t;
-    case FI_CSWAP_NE: return c != t ? b : t;
-    default: break;
+      if constexpr (is_int_v<T>)
+        return static_cast<T>(wide(t) * wide(b));
+      else
+        return t * b;
+    case FI_LOR:
+      return logical(truth(t) || truth(b));
+    case FI_LAND:
+      return logical(truth(t) && truth(b));
+    case FI_LXOR:
+      return logical((truth(t) && !truth(b)) || (!truth(t) && truth(b)));
+    case FI_ATOMIC_READ:
+      return t;
+    case FI_ATOMIC_WRITE:
+      return b;
+    case FI_CSWAP:
+      return c == t ? b : t;
+    case FI_CSWAP_NE:
+      return c != t ? b : t;
+    default:
+      break;
   }
   if constexpr (!is_cplx_v<T>) {
     switch (op) {
-      case FI_MIN: return b < t ? b : t;
-      case FI_MAX: return b > t ? b : t;
-      case FI_CSWAP_LE: return c <= t ? b : t;
-      case FI_CSWAP_LT: return c < t ? b : t;
-      case FI_CSWAP_GE: return c >= t ? b : t;
-      case FI_CSWAP_GT: return c > t ? b : t;
-      default: break;
+      case FI_MIN:
+        return b < t ? b : t;
+      case FI_MAX:
+        return b > t ? b : t;
+      case FI_CSWAP_LE:
+        return c <= t ? b : t;
+      case FI_CSWAP_LT:
+        return c < t ? b : t;
+      case FI_CSWAP_GE:
+        return c >= t ? b : t;
+      case FI_CSWAP_GT:
+        return c > t ? b : t;
+      default:
+        break;
     }
   }
   if constexpr (is_int_v<T>) {
     switch (op) {
-      case FI_BOR: return static_cast<T>(wide(t) | wide(b));
-      case FI_BAND: return static_cast<T>(wide(t) & wide(b));
-      case FI_BXOR: return static_cast<T>(wide(t) ^ wide(b));
-      case FI_MSWAP: return static_cast<T>((wide(b) & wide(c)) | (wide(t) & ~wide(c)));
-      default: break;
+      case FI_BOR:
+        return static_cast<T>(wide(t) | wide(b));
+      case FI_BAND:
+        return static_cast<T>(wide(t) & wide(b));
+      case FI_BXOR:
+        return static_cast<T>(wide(t) ^ wide(b));
+      case FI_MSWAP:
+        return static_cast<T>((wide(b) & wide(c)) | (wide(t) & ~wide(c)));
+      default:
+        break;
     }
   }
   ADD_FAILURE() << "model asked for unsupported op " << op;
@@ -141,51 +196,59 @@ template <class T> T model(fi_op op, const T& t, const T& b, const T& c) {
 }
 
 // Edge values: zero, negatives, extremes, a bit pattern.
-template <class T> std::vector<T> samples() {
+template <class T>
+std::vector<T> samples() {
   if constexpr (is_int_v<T>) {
     using U = typename uint_n<sizeof(T)>::type;
     const U all = static_cast<U>(~U(0));
     const bool is_signed = T(-1) < T(0);
     const T max = is_signed ? static_cast<T>(static_cast<U>(all >> 1)) : static_cast<T>(all);
-    const T min = is_signed ? static_cast<T>(static_cast<U>(static_cast<U>(all >> 1) + 1))
-                            : static_cast<T>(all - 1);
+    const T min =
+        is_signed ? static_cast<T>(static_cast<U>(static_cast<U>(all >> 1) + 1)) : static_cast<T>(all - 1);
     const T pattern = static_cast<T>(static_cast<U>(all / 0xff * 0x5a));
     return {T(0), T(1), T(7), static_cast<T>(-1), max, min, pattern};
   } else if constexpr (is_cplx_v<T>) {
     using F = typename T::value_type;
     const F max = std::numeric_limits<F>::max();
-    return {T(0, 0), T(F(1.5), F(-2)), T(0, 3), T(-1, 0), T(F(2.5), F(2.5)), T(F(-0.0), 0),
-            T(max, 1)};
+    return {T(0, 0), T(F(1.5), F(-2)), T(0, 3), T(-1, 0), T(F(2.5), F(2.5)), T(F(-0.0), 0), T(max, 1)};
   } else {
     const T max = std::numeric_limits<T>::max();
     return {T(0), T(-0.0), T(1.5), T(-2.25), T(3), max, -max};
   }
 }
 
-template <class F> bool same_fp(F a, F b) {
+template <class F>
+bool same_fp(F a, F b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   return a == b && std::signbit(a) == std::signbit(b);
 }
 
 // Value equality (long double padding bytes are not compared), NaN == NaN.
-template <class T> bool same(const T& a, const T& b) {
-  if constexpr (is_cplx_v<T>) return same_fp(a.real(), b.real()) && same_fp(a.imag(), b.imag());
-  else if constexpr (std::is_floating_point_v<T>) return same_fp(a, b);
-  else return a == b;
+template <class T>
+bool same(const T& a, const T& b) {
+  if constexpr (is_cplx_v<T>)
+    return same_fp(a.real(), b.real()) && same_fp(a.imag(), b.imag());
+  else if constexpr (std::is_floating_point_v<T>)
+    return same_fp(a, b);
+  else
+    return a == b;
 }
 
-template <class T> T load(const unsigned char* p, size_t i) {
+template <class T>
+T load(const unsigned char* p, size_t i) {
   T v{};
   std::memcpy(&v, p + i * sizeof(T), sizeof(T));
   return v;
 }
-template <class T> void store(unsigned char* p, size_t i, const T& v) {
+template <class T>
+void store(unsigned char* p, size_t i, const T& v) {
   std::memcpy(p + i * sizeof(T), &v, sizeof(T));
 }
 
 // Runs every op in every form on every combination of sample values (as one
 // array, so count > 1), at byte offset `skew` into each buffer.
-template <class T> void check_matrix(fi_datatype dt, size_t skew) {
+template <class T>
+void check_matrix(fi_datatype dt, size_t skew) {
   const std::vector<T> vals = samples<T>();
   const size_t s = vals.size();
   const size_t n = s * s * s;  // (target, buf, compare) triples
@@ -199,8 +262,8 @@ template <class T> void check_matrix(fi_datatype dt, size_t skew) {
   for (atomic_form form : all_forms) {
     for (int o = 0; o < FI_ATOMIC_OP_LAST; ++o) {
       const auto op = static_cast<fi_op>(o);
-      SCOPED_TRACE(testing::Message() << "form " << form_name(form) << " op " << o << " dt " << dt
-                                      << " skew " << skew);
+      SCOPED_TRACE(testing::Message()
+                   << "form " << form_name(form) << " op " << o << " dt " << dt << " skew " << skew);
       for (size_t i = 0; i < n; ++i) {
         store(t, i, vals[i % s]);
         store(b, i, vals[i / s % s]);
@@ -315,12 +378,14 @@ TEST(AtomicOps, InvalidArguments) {
   for (int op : {int(FI_ATOMIC_OP_LAST), int(FI_NOOP), -1}) {
     EXPECT_FALSE(atomic_valid(atomic_form::fetch, static_cast<fi_op>(op), FI_UINT64)) << op;
     EXPECT_EQ(atomic_apply(atomic_form::fetch, static_cast<fi_op>(op), FI_UINT64, &t, &b, &c, &r, 1),
-              -FI_EINVAL) << op;
+              -FI_EINVAL)
+        << op;
   }
   for (int dt : {int(FI_UINT128) + 1, int(FI_VOID), -1}) {
     EXPECT_FALSE(atomic_valid(atomic_form::fetch, FI_SUM, static_cast<fi_datatype>(dt))) << dt;
     EXPECT_EQ(atomic_apply(atomic_form::fetch, FI_SUM, static_cast<fi_datatype>(dt), &t, &b, &c, &r, 1),
-              -FI_EINVAL) << dt;
+              -FI_EINVAL)
+        << dt;
   }
   EXPECT_TRUE(untouched());
   // Known but unsupported.
@@ -348,14 +413,16 @@ TEST(AtomicOps, InvalidArguments) {
 constexpr int n_threads = 4;
 constexpr int n_iters = 10000;
 
-template <class F> void race(F&& body) {
+template <class F>
+void race(F&& body) {
   std::vector<std::thread> threads;
   for (int i = 0; i < n_threads; ++i) threads.emplace_back(body, i);
   for (auto& t : threads) t.join();
 }
 
 // FI_SUM of `one` from every thread; the total must be exact.
-template <class T> void sum_race(fi_datatype dt, void* target, T one) {
+template <class T>
+void sum_race(fi_datatype dt, void* target, T one) {
   race([&](int) {
     for (int i = 0; i < n_iters; ++i)
       ASSERT_EQ(atomic_apply(atomic_form::base, FI_SUM, dt, target, &one, nullptr, nullptr, 1), 0);
@@ -388,7 +455,8 @@ TEST(AtomicOps, ThreadedFetchSumSeesEachValueOnce) {
 }
 
 // Increment by read + compare-and-swap, retrying on a lost race.
-template <class T> void cswap_increment_race(fi_datatype dt, void* target) {
+template <class T>
+void cswap_increment_race(fi_datatype dt, void* target) {
   race([&](int) {
     for (int done = 0; done < n_iters;) {
       T old{}, got{};
@@ -440,7 +508,8 @@ TEST(AtomicOps, ThreadedCountAboveOne) {
     std::fill(cones, cones + n, std::complex<double>(0, 1));
     for (int i = 0; i < n_iters / 4; ++i) {
       ASSERT_EQ(atomic_apply(atomic_form::base, FI_SUM, FI_UINT16, arr, ones, nullptr, nullptr, n), 0);
-      ASSERT_EQ(atomic_apply(atomic_form::base, FI_SUM, FI_DOUBLE_COMPLEX, carr, cones, nullptr, nullptr, n), 0);
+      ASSERT_EQ(atomic_apply(atomic_form::base, FI_SUM, FI_DOUBLE_COMPLEX, carr, cones, nullptr, nullptr, n),
+                0);
     }
   });
   for (size_t i = 0; i < n; ++i) {

@@ -645,7 +645,8 @@ protected:
             ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::replace(name_.begin(), name_.end(), '/', '_');
   }
-  int open_named(fid_av** a, uint64_t flags, size_t count = 16, void* map_addr = nullptr, void** used = nullptr) {
+  int open_named(fid_av** a, uint64_t flags, size_t count = 16, void* map_addr = nullptr,
+                 void** used = nullptr) {
     fi_av_attr attr{};
     attr.type = FI_AV_MAP;
     attr.name = name_.c_str();
@@ -767,7 +768,7 @@ TEST_P(named_av_test, StaleRegionOfDeadProcess) {
   ASSERT_EQ(access(shm_path().c_str(), F_OK), 0);
   fid_av* a = nullptr;
   EXPECT_EQ(open_named(&a, FI_READ), -FI_ENOENT);  // stale counts as missing
-  ASSERT_EQ(open_named(&a, 0), 0);                  // and is started afresh
+  ASSERT_EQ(open_named(&a, 0), 0);                 // and is started afresh
   size_t len = 64;
   char tmp[64];
   EXPECT_EQ(fi_av_lookup(a, 0, tmp, &len), -FI_EINVAL);

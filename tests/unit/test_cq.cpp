@@ -37,8 +37,8 @@ protected:
   }
   static void* ctx(uintptr_t i) { return reinterpret_cast<void*>(0x1000 + i); }
   static int write(fid_cq* cq, uintptr_t i, fi_addr_t src = FI_ADDR_NOTAVAIL) {
-    return weft::cq_write(cq, ctx(i), FI_RECV | FI_TAGGED, 100 + i, reinterpret_cast<void*>(0x2000 + i), 300 + i,
-                          400 + i, src);
+    return weft::cq_write(cq, ctx(i), FI_RECV | FI_TAGGED, 100 + i, reinterpret_cast<void*>(0x2000 + i),
+                          300 + i, 400 + i, src);
   }
   static int write_error(fid_cq* cq, uintptr_t i, const void* data = nullptr, size_t size = 0) {
     fi_cq_err_entry e{};
@@ -79,8 +79,8 @@ TEST_P(CqTest, EmptyReadsAgain) {
 // Every format returns exactly its own fields and touches no byte past the
 // entries it reports.
 TEST_P(CqTest, EveryFormat) {
-  const fi_cq_format formats[] = {FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG, FI_CQ_FORMAT_DATA,
-                                  FI_CQ_FORMAT_TAGGED};
+  const fi_cq_format formats[] = {FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG,
+                                  FI_CQ_FORMAT_DATA, FI_CQ_FORMAT_TAGGED};
   for (fi_cq_format f : formats) {
     SCOPED_TRACE(f);
     fid_cq* cq = open(f);

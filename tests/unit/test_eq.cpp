@@ -115,8 +115,8 @@ TEST_P(EqTest, ErrorEntriesKeepOrder) {
   fi_eq_entry in = entry(0);
   ASSERT_EQ(fi_eq_write(eq, FI_NOTIFY, &in, sizeof(in), 0), static_cast<ssize_t>(sizeof(in)));
   const char blob[] = "error details";
-  ASSERT_EQ(weft::eq_post_error(eq, reinterpret_cast<fid_t>(0x7), reinterpret_cast<void*>(0x8), 9, FI_ECONNREFUSED,
-                                -3, blob, sizeof(blob)),
+  ASSERT_EQ(weft::eq_post_error(eq, reinterpret_cast<fid_t>(0x7), reinterpret_cast<void*>(0x8), 9,
+                                FI_ECONNREFUSED, -3, blob, sizeof(blob)),
             0);
   ASSERT_EQ(weft::eq_post_error(eq, nullptr, nullptr, 0, FI_ETIMEDOUT, 0, blob, sizeof(blob)), 0);
   ASSERT_EQ(weft::eq_post_error(eq, nullptr, nullptr, 0, FI_EIO, 0, nullptr, 0), 0);

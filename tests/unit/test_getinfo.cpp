@@ -265,7 +265,8 @@ TEST(Getinfo, LegacyVersionMrMode) {
   EXPECT_EQ(ls.head->domain_attr->mr_mode, FI_MR_SCALABLE);
   info_list lu;
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 0), nullptr, nullptr, 0, nullptr, &lu.head), 0);
-  EXPECT_TRUE(lu.head->domain_attr->mr_mode == FI_MR_SCALABLE || lu.head->domain_attr->mr_mode == FI_MR_BASIC);
+  EXPECT_TRUE(lu.head->domain_attr->mr_mode == FI_MR_SCALABLE ||
+              lu.head->domain_attr->mr_mode == FI_MR_BASIC);
 }
 
 TEST(Getinfo, ProvAttrOnly) {
@@ -329,7 +330,6 @@ TEST(Fabric, OpenDomainCloseOrder) {
   EXPECT_EQ(fi_close(&fabric->fid), 0);
   fi_freeinfo(info);
 }
-
 
 TEST(Fabric, BadArguments) {
   fid_fabric* fabric = nullptr;
@@ -403,7 +403,8 @@ TEST(Core, Logging) {
   fi_provider prov{};
   prov.name = "shm";
   // FI_LOG_LEVEL is read once; with no level set, nothing is enabled.
-  EXPECT_EQ(fi_log_enabled(&prov, FI_LOG_DEBUG, FI_LOG_CORE), getenv("FI_LOG_LEVEL") ? fi_log_enabled(&prov, FI_LOG_DEBUG, FI_LOG_CORE) : 0);
+  EXPECT_EQ(fi_log_enabled(&prov, FI_LOG_DEBUG, FI_LOG_CORE),
+            getenv("FI_LOG_LEVEL") ? fi_log_enabled(&prov, FI_LOG_DEBUG, FI_LOG_CORE) : 0);
   uint64_t showtime = 0;
   (void)fi_log_ready(&prov, FI_LOG_WARN, FI_LOG_CORE, &showtime);
   fi_log(&prov, FI_LOG_WARN, FI_LOG_CORE, __func__, __LINE__, "%s", "test message");  // no crash

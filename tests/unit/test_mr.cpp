@@ -27,12 +27,15 @@ using namespace weft_test;
 
 namespace {
 
-constexpr uint64_t all_access =
-    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t all_access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 constexpr uint64_t u64_max = std::numeric_limits<uint64_t>::max();
 
-uint64_t addr_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
-void* ptr_at(uint64_t a) { return reinterpret_cast<void*>(static_cast<uintptr_t>(a)); }
+uint64_t addr_of(const void* p) {
+  return reinterpret_cast<uintptr_t>(p);
+}
+void* ptr_at(uint64_t a) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(a));
+}
 fid_mr* const sentinel = reinterpret_cast<fid_mr*>(uintptr_t{0x5e47});
 
 class MrTest : public domain_test {
@@ -44,14 +47,14 @@ protected:
   void set_mode(uint64_t mode) { dom().mr_mode = mode; }
   size_t iov_limit() { return std::min(info->domain_attr->mr_iov_limit, weft::mr_iov_max); }
 
-  fid_mr* reg(const void* buf, size_t len, uint64_t access = all_access, uint64_t key = 0, uint64_t offset = 0,
-              uint64_t flags = 0) {
+  fid_mr* reg(const void* buf, size_t len, uint64_t access = all_access, uint64_t key = 0,
+              uint64_t offset = 0, uint64_t flags = 0) {
     fid_mr* mr = nullptr;
     EXPECT_EQ(fi_mr_reg(domain, buf, len, access, offset, key, flags, &mr, nullptr), 0);
     return mr;
   }
-  int try_reg(const void* buf, size_t len, uint64_t access = all_access, uint64_t key = 0, uint64_t offset = 0,
-              uint64_t flags = 0) {
+  int try_reg(const void* buf, size_t len, uint64_t access = all_access, uint64_t key = 0,
+              uint64_t offset = 0, uint64_t flags = 0) {
     fid_mr* mr = sentinel;
     int ret = fi_mr_reg(domain, buf, len, access, offset, key, flags, &mr, nullptr);
     if (ret == 0) {
@@ -239,7 +242,8 @@ TEST_P(MrTest, OffsetModeBounds) {
   EXPECT_EQ(check(mr, 4095, 1, FI_REMOTE_WRITE), 0);
   EXPECT_EQ(check(mr, 4095, 2, FI_REMOTE_WRITE), -FI_EINVAL);
   EXPECT_EQ(check(mr, 4096, 1, FI_REMOTE_WRITE), -FI_EINVAL);
-  EXPECT_EQ(check(mr, addr_of(buf.data()), 1, FI_REMOTE_WRITE), -FI_EINVAL);  // virtual addresses mean nothing
+  EXPECT_EQ(check(mr, addr_of(buf.data()), 1, FI_REMOTE_WRITE),
+            -FI_EINVAL);  // virtual addresses mean nothing
   EXPECT_EQ(check(mr, 1, u64_max, FI_REMOTE_WRITE), -FI_EINVAL);
   EXPECT_EQ(fi_close(&mr->fid), 0);
 
@@ -415,7 +419,8 @@ TEST_P(MrTest, CounterBinding) {
   ASSERT_NE(mr, nullptr);
   EXPECT_EQ(fi_mr_bind(mr, &fake, FI_REMOTE_WRITE), -FI_EINVAL);
   dom().info->caps = saved_caps & ~FI_RMA_EVENT;
-  EXPECT_EQ(fi_mr_bind(mr, &cntr->fid, FI_REMOTE_WRITE), -FI_ENOSYS);  // no remote-access events without FI_RMA_EVENT
+  EXPECT_EQ(fi_mr_bind(mr, &cntr->fid, FI_REMOTE_WRITE),
+            -FI_ENOSYS);  // no remote-access events without FI_RMA_EVENT
   dom().info->caps = saved_caps | FI_RMA_EVENT;
   EXPECT_EQ(fi_mr_bind(mr, &cntr->fid, 0), -FI_EBADFLAGS);
   EXPECT_EQ(fi_mr_bind(mr, &cntr->fid, FI_SEND), -FI_EBADFLAGS);
@@ -425,9 +430,9 @@ TEST_P(MrTest, CounterBinding) {
   EXPECT_EQ(fi_mr_bind(mr, &other->fid, FI_REMOTE_READ), -FI_EINVAL);  // one counter per region
   EXPECT_EQ(weft::mr::of(mr)->cntr, cntr);
   EXPECT_EQ(weft::mr::of(mr)->cntr_flags, FI_REMOTE_WRITE | FI_REMOTE_READ);
-  EXPECT_EQ(fi_mr_enable(mr), 0);                               // created enabled: a no-op
-  EXPECT_EQ(fi_mr_bind(mr, &cntr->fid, FI_REMOTE_WRITE), 0);    // and bindings stay open
-  EXPECT_EQ(fi_close(&cntr->fid), -FI_EBUSY);                   // the region holds it
+  EXPECT_EQ(fi_mr_enable(mr), 0);                             // created enabled: a no-op
+  EXPECT_EQ(fi_mr_bind(mr, &cntr->fid, FI_REMOTE_WRITE), 0);  // and bindings stay open
+  EXPECT_EQ(fi_close(&cntr->fid), -FI_EBUSY);                 // the region holds it
   EXPECT_EQ(fi_close(&mr->fid), 0);
 
   // FI_MR_RMA_EVENT: regions that count events say so at registration, are
@@ -545,14 +550,16 @@ TEST_P(MrTest, BadArguments) {
   EXPECT_EQ(mr, sentinel);
   EXPECT_EQ(map().size(), 0u);
   // a domain's ops called with something else than a domain
-  EXPECT_EQ(domain->mr->reg(&fabric->fid, buf.data(), buf.size(), all_access, 0, 0, 0, &mr, nullptr), -FI_EINVAL);
+  EXPECT_EQ(domain->mr->reg(&fabric->fid, buf.data(), buf.size(), all_access, 0, 0, 0, &mr, nullptr),
+            -FI_EINVAL);
   EXPECT_EQ(domain->mr->reg(nullptr, buf.data(), buf.size(), all_access, 0, 0, 0, &mr, nullptr), -FI_EINVAL);
   EXPECT_EQ(mr, sentinel);
 }
 
 TEST_P(MrTest, AllocatedMode) {
   const long pg = sysconf(_SC_PAGESIZE);
-  char* pages = static_cast<char*>(mmap(nullptr, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  char* pages =
+      static_cast<char*>(mmap(nullptr, 3 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(pages, MAP_FAILED);
   ASSERT_EQ(munmap(pages + pg, pg), 0);  // a hole in the middle
 
@@ -599,7 +606,7 @@ TEST_P(MrTest, RawKeys) {
   EXPECT_EQ(fi_mr_key(mr), FI_KEY_NOTAVAIL);
   size = sizeof(raw);
   ASSERT_EQ(fi_mr_raw_attr(mr, &base, raw, &size, 0), 0);
-  struct fi_mr_map_raw m{};
+  struct fi_mr_map_raw m {};
   m.base_addr = base;
   m.raw_key = raw;
   m.key_size = size;
@@ -699,7 +706,8 @@ TEST_P(MrLegacyTest, BasicModeFromApi14) {
   fid_mr* a = nullptr;
   fid_mr* b = nullptr;
   ASSERT_EQ(fi_mr_reg(domain, buf.data(), buf.size(), FI_REMOTE_READ, 0, 5, 0, &a, nullptr), 0);
-  ASSERT_EQ(fi_mr_reg(domain, buf.data(), buf.size(), FI_REMOTE_READ, 0, 5, 0, &b, nullptr), 0);  // key ignored
+  ASSERT_EQ(fi_mr_reg(domain, buf.data(), buf.size(), FI_REMOTE_READ, 0, 5, 0, &b, nullptr),
+            0);  // key ignored
   EXPECT_NE(fi_mr_key(a), fi_mr_key(b));
   EXPECT_EQ(dom.mrs->check(fi_mr_key(a), addr_of(buf.data()) + 10, 10, FI_REMOTE_READ, nullptr), 0);
   EXPECT_EQ(dom.mrs->check(fi_mr_key(a), 10, 10, FI_REMOTE_READ, nullptr), -FI_EINVAL);
@@ -789,7 +797,8 @@ struct model_region {
   }
 };
 
-int model_check(const model_region* r, uint64_t addr, uint64_t len, uint64_t access, bool want_ptr, uint64_t* ptr) {
+int model_check(const model_region* r, uint64_t addr, uint64_t len, uint64_t access, bool want_ptr,
+                uint64_t* ptr) {
   if (!r || !r->alive) return -FI_EINVAL;
   if (!r->enabled || (access & ~r->access)) return -FI_EACCES;
   const unsigned __int128 lo = addr, hi = static_cast<unsigned __int128>(addr) + len;
@@ -913,8 +922,9 @@ TEST(MrMap, RandomAgainstModel) {
     const model_region* m = find_key(key);
     // An address near a boundary of the region or anywhere in it.
     const uint64_t total = r->len();
-    const uint64_t picks[] = {r->base, r->base + total, r->base + rnd(total + 1), r->base - 1, r->base + total - 1,
-                              r->base + total + 1, rng()};
+    const uint64_t picks[] = {r->base,     r->base + total,     r->base + rnd(total + 1),
+                              r->base - 1, r->base + total - 1, r->base + total + 1,
+                              rng()};
     const uint64_t addr = picks[rnd(7)];
     const uint64_t lens[] = {0, 1, 2, rnd(total + 2), total, u64_max - rnd(3), rnd(16)};
     const uint64_t len = lens[rnd(7)];
@@ -923,8 +933,8 @@ TEST(MrMap, RandomAgainstModel) {
     void* p = nullptr;
     uint64_t model_ptr = 0;
     const int got = map.check(key, addr, len, access, want_ptr ? &p : nullptr);
-    ASSERT_EQ(got, model_check(m, addr, len, access, want_ptr, &model_ptr)) << "q=" << q << " addr=" << addr
-                                                                           << " len=" << len;
+    ASSERT_EQ(got, model_check(m, addr, len, access, want_ptr, &model_ptr))
+        << "q=" << q << " addr=" << addr << " len=" << len;
     if (got == 0 && want_ptr) {
       ASSERT_EQ(addr_of(p), model_ptr) << "q=" << q;
     }
@@ -954,7 +964,8 @@ TEST(MrMap, RandomAgainstModel) {
     const uint64_t blen = rnd(4) ? rnd(400) : (rnd(2) ? 0 : u64_max - rnd(2));
     const uint64_t baccess = rnd(3) ? (r->access & rng()) : random_access();
     const int lgot = map.check_local(ptr_at(r->desc), ptr_at(buf), blen, baccess);
-    ASSERT_EQ(lgot, model_check_local(lr, buf, blen, baccess)) << "q=" << q << " buf=" << buf << " len=" << blen;
+    ASSERT_EQ(lgot, model_check_local(lr, buf, blen, baccess))
+        << "q=" << q << " buf=" << buf << " len=" << blen;
     local_outcomes[lgot]++;
   }
   // The queries reached every outcome, often.
@@ -980,7 +991,8 @@ TEST(MrMap, ConcurrentReadersAndWriter) {
   auto reader = [&] {
     while (!stop.load(std::memory_order_relaxed)) {
       void* p = nullptr;
-      if (map.check(stable.key, stable.base + 10, 20, FI_REMOTE_READ, &p) != 0 || p != stable_buf + 10) ++errors;
+      if (map.check(stable.key, stable.base + 10, 20, FI_REMOTE_READ, &p) != 0 || p != stable_buf + 10)
+        ++errors;
       if (map.check_local(ptr_at(desc), stable_buf, 256, FI_REMOTE_READ) != 0) ++errors;
     }
   };

@@ -1,12 +1,12 @@
 // prov/shm data path: multi-process tests through the public API, each run
 // with cross-memory attach and with the bounce-buffer fallback.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -69,7 +69,6 @@ TEST_P(shm_mp, TaggedPingPongSizes) {
     }
   });
 }
-
 
 // Messages sent before their receives are posted wait as unexpected messages;
 // FI_SOURCE reports the sender; truncation is an error entry with olen.
@@ -235,91 +234,103 @@ TEST_P(shm_mp, RmaWriteReadAndProtection) {
   weft_test::mp_options opt;
   opt.counters = true;
   const bool cma = std::string(GetParam()) == "cma";
-  mp_run(2, [cma](mp_peer& p) {
-    std::vector<unsigned char> target(1 << 20, 0x11), ro(4096, 0x22);
-    fid_mr* mr = nullptr;
-    fid_mr* mr_ro = nullptr;
-    ASSERT_EQ(fi_mr_reg(p.domain, target.data(), target.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 1, 0, &mr,
-                        nullptr), 0);
-    ASSERT_EQ(fi_mr_reg(p.domain, ro.data(), ro.size(), FI_REMOTE_READ, 0, 2, 0, &mr_ro, nullptr), 0);
-    // Exchange (address, key) through a message.
-    uint64_t mine[4] = {reinterpret_cast<uint64_t>(target.data()), fi_mr_key(mr),
-                        reinterpret_cast<uint64_t>(ro.data()), fi_mr_key(mr_ro)};
-    uint64_t theirs[4];
-    fi_cq_tagged_entry ce;
-    fi_cq_err_entry err{};
-    ASSERT_TRUE(p.swap_with_peer(mine, theirs, sizeof theirs));
-    // A large write while the target sits in a barrier (no progress): an
-    // offer to split it is never taken, and the initiator copies it all.
-    // (Without CMA the target's progress moves the data: not here.)
-    if (!cma) {
-    } else if (p.rank == 0) {
-      std::vector<unsigned char> idle_src(300000);
-      fill(idle_src, 5);
-      ASSERT_EQ(fi_write(p.ep, idle_src.data(), idle_src.size(), nullptr, p.addr[1], theirs[0] + 1000, theirs[1],
-                         nullptr), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
-      p.barrier();
-      p.barrier();
-    } else {
-      p.barrier();
-      std::vector<unsigned char> expect(300000);
-      fill(expect, 5);
-      EXPECT_EQ(memcmp(target.data() + 1000, expect.data(), expect.size()), 0);
-      p.barrier();
-    }
-    if (p.rank == 0) {
-      std::vector<unsigned char> src(300000);
-      fill(src, 9);
-      ASSERT_EQ(fi_write(p.ep, src.data(), src.size(), nullptr, p.addr[1], theirs[0] + 1000, theirs[1], &src), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
-      EXPECT_EQ(ce.flags, FI_RMA | FI_WRITE);
-      std::vector<unsigned char> back(300000, 0);
-      ASSERT_EQ(fi_read(p.ep, back.data(), back.size(), nullptr, p.addr[1], theirs[0] + 1000, theirs[1], &back), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
-      EXPECT_EQ(ce.flags, FI_RMA | FI_READ);
-      EXPECT_EQ(back, src);
-      // Out of bounds: one byte past the end.
-      char x[16] = {};
-      ASSERT_EQ(fi_write(p.ep, x, 16, nullptr, p.addr[1], theirs[0] + (1 << 20) - 15, theirs[1], nullptr), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
-      EXPECT_NE(err.err, 0);
-      // No write access to the read-only region; a bad key.
-      ASSERT_EQ(fi_write(p.ep, x, 16, nullptr, p.addr[1], theirs[2], theirs[3], nullptr), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
-      EXPECT_EQ(err.err, FI_EACCES);
-      ASSERT_EQ(fi_write(p.ep, x, 16, nullptr, p.addr[1], theirs[0], theirs[1] ^ 0x5a5a, nullptr), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
-      // Reading the read-only region works.
-      ASSERT_EQ(fi_read(p.ep, x, 16, nullptr, p.addr[1], theirs[2] + 8, theirs[3], nullptr), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), 1);
-      EXPECT_EQ(static_cast<unsigned char>(x[0]), 0x22);
-      // Remote CQ data with a write.
-      ASSERT_EQ(fi_writedata(p.ep, src.data(), 64, nullptr, 0x5eed, p.addr[1], theirs[0], theirs[1], nullptr), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), 1);
-      EXPECT_EQ(fi_cntr_read(p.cntr_write), cma ? 3u : 2u);
-      EXPECT_EQ(fi_cntr_readerr(p.cntr_write), 3u);
-      EXPECT_EQ(fi_cntr_read(p.cntr_read), 2u);
-      p.barrier();
-    } else {
-      // The target sees the remote CQ data (it drives progress by reading).
-      ASSERT_EQ(p.wait_cq(&ce, &err), 1);
-      EXPECT_EQ(ce.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
-      EXPECT_EQ(ce.data, 0x5eedu);
-      p.barrier();
-      std::vector<unsigned char> expect(300000);
-      fill(expect, 9);
-      EXPECT_EQ(memcmp(target.data() + 1000, expect.data(), expect.size()), 0);
-      EXPECT_EQ(target[999], 0x11);
-      EXPECT_EQ(target[301000], 0x11);
-      EXPECT_EQ(target[(1 << 20) - 1], 0x11) << "an out-of-bounds write touched memory";
-      for (unsigned char c : ro) ASSERT_EQ(c, 0x22);
-      EXPECT_GE(fi_cntr_read(p.cntr_rwrite), 1u);
-    }
-    p.barrier();
-    EXPECT_EQ(fi_close(&mr->fid), 0);
-    EXPECT_EQ(fi_close(&mr_ro->fid), 0);
-  }, opt);
+  mp_run(
+      2,
+      [cma](mp_peer& p) {
+        std::vector<unsigned char> target(1 << 20, 0x11), ro(4096, 0x22);
+        fid_mr* mr = nullptr;
+        fid_mr* mr_ro = nullptr;
+        ASSERT_EQ(fi_mr_reg(p.domain, target.data(), target.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 1, 0,
+                            &mr, nullptr),
+                  0);
+        ASSERT_EQ(fi_mr_reg(p.domain, ro.data(), ro.size(), FI_REMOTE_READ, 0, 2, 0, &mr_ro, nullptr), 0);
+        // Exchange (address, key) through a message.
+        uint64_t mine[4] = {reinterpret_cast<uint64_t>(target.data()), fi_mr_key(mr),
+                            reinterpret_cast<uint64_t>(ro.data()), fi_mr_key(mr_ro)};
+        uint64_t theirs[4];
+        fi_cq_tagged_entry ce;
+        fi_cq_err_entry err{};
+        ASSERT_TRUE(p.swap_with_peer(mine, theirs, sizeof theirs));
+        // A large write while the target sits in a barrier (no progress): an
+        // offer to split it is never taken, and the initiator copies it all.
+        // (Without CMA the target's progress moves the data: not here.)
+        if (!cma) {
+        } else if (p.rank == 0) {
+          std::vector<unsigned char> idle_src(300000);
+          fill(idle_src, 5);
+          ASSERT_EQ(fi_write(p.ep, idle_src.data(), idle_src.size(), nullptr, p.addr[1], theirs[0] + 1000,
+                             theirs[1], nullptr),
+                    0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+          p.barrier();
+          p.barrier();
+        } else {
+          p.barrier();
+          std::vector<unsigned char> expect(300000);
+          fill(expect, 5);
+          EXPECT_EQ(memcmp(target.data() + 1000, expect.data(), expect.size()), 0);
+          p.barrier();
+        }
+        if (p.rank == 0) {
+          std::vector<unsigned char> src(300000);
+          fill(src, 9);
+          ASSERT_EQ(
+              fi_write(p.ep, src.data(), src.size(), nullptr, p.addr[1], theirs[0] + 1000, theirs[1], &src),
+              0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+          EXPECT_EQ(ce.flags, FI_RMA | FI_WRITE);
+          std::vector<unsigned char> back(300000, 0);
+          ASSERT_EQ(
+              fi_read(p.ep, back.data(), back.size(), nullptr, p.addr[1], theirs[0] + 1000, theirs[1], &back),
+              0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+          EXPECT_EQ(ce.flags, FI_RMA | FI_READ);
+          EXPECT_EQ(back, src);
+          // Out of bounds: one byte past the end.
+          char x[16] = {};
+          ASSERT_EQ(fi_write(p.ep, x, 16, nullptr, p.addr[1], theirs[0] + (1 << 20) - 15, theirs[1], nullptr),
+                    0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
+          EXPECT_NE(err.err, 0);
+          // No write access to the read-only region; a bad key.
+          ASSERT_EQ(fi_write(p.ep, x, 16, nullptr, p.addr[1], theirs[2], theirs[3], nullptr), 0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
+          EXPECT_EQ(err.err, FI_EACCES);
+          ASSERT_EQ(fi_write(p.ep, x, 16, nullptr, p.addr[1], theirs[0], theirs[1] ^ 0x5a5a, nullptr), 0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
+          // Reading the read-only region works.
+          ASSERT_EQ(fi_read(p.ep, x, 16, nullptr, p.addr[1], theirs[2] + 8, theirs[3], nullptr), 0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), 1);
+          EXPECT_EQ(static_cast<unsigned char>(x[0]), 0x22);
+          // Remote CQ data with a write.
+          ASSERT_EQ(
+              fi_writedata(p.ep, src.data(), 64, nullptr, 0x5eed, p.addr[1], theirs[0], theirs[1], nullptr),
+              0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), 1);
+          EXPECT_EQ(fi_cntr_read(p.cntr_write), cma ? 3u : 2u);
+          EXPECT_EQ(fi_cntr_readerr(p.cntr_write), 3u);
+          EXPECT_EQ(fi_cntr_read(p.cntr_read), 2u);
+          p.barrier();
+        } else {
+          // The target sees the remote CQ data (it drives progress by reading).
+          ASSERT_EQ(p.wait_cq(&ce, &err), 1);
+          EXPECT_EQ(ce.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+          EXPECT_EQ(ce.data, 0x5eedu);
+          p.barrier();
+          std::vector<unsigned char> expect(300000);
+          fill(expect, 9);
+          EXPECT_EQ(memcmp(target.data() + 1000, expect.data(), expect.size()), 0);
+          EXPECT_EQ(target[999], 0x11);
+          EXPECT_EQ(target[301000], 0x11);
+          EXPECT_EQ(target[(1 << 20) - 1], 0x11) << "an out-of-bounds write touched memory";
+          for (unsigned char c : ro) ASSERT_EQ(c, 0x22);
+          EXPECT_GE(fi_cntr_read(p.cntr_rwrite), 1u);
+        }
+        p.barrier();
+        EXPECT_EQ(fi_close(&mr->fid), 0);
+        EXPECT_EQ(fi_close(&mr_ro->fid), 0);
+      },
+      opt);
 }
 
 // Memory in a shrink-sealed memfd: with CMA the initiator maps the target's
@@ -357,9 +368,11 @@ TEST_P(shm_mp, RmaMappedBacking) {
     memset(sealed, 0x11, len);
     memset(plain, 0x33, 65536);
     fid_mr *mr = nullptr, *mr_plain = nullptr;
-    ASSERT_EQ(fi_mr_reg(p.domain, sealed, len, FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ, 0, 1, 0, &mr,
-                        nullptr), 0);
-    ASSERT_EQ(fi_mr_reg(p.domain, plain, 65536, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 2, 0, &mr_plain, nullptr), 0);
+    ASSERT_EQ(fi_mr_reg(p.domain, sealed, len, FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ, 0, 1, 0,
+                        &mr, nullptr),
+              0);
+    ASSERT_EQ(
+        fi_mr_reg(p.domain, plain, 65536, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 2, 0, &mr_plain, nullptr), 0);
     uint64_t mine[4] = {reinterpret_cast<uint64_t>(sealed), fi_mr_key(mr), reinterpret_cast<uint64_t>(plain),
                         fi_mr_key(mr_plain)};
     uint64_t theirs[4];
@@ -373,8 +386,9 @@ TEST_P(shm_mp, RmaMappedBacking) {
     } else if (p.rank == 0) {
       unsigned char* isrc = sealed + idle_off;
       for (size_t i = 0; i < idle_len; ++i) isrc[i] = static_cast<unsigned char>(i * 13 + 5);
-      ASSERT_EQ(fi_write(p.ep, isrc, idle_len, fi_mr_desc(mr), p.addr[1], theirs[0] + idle_off, theirs[1], nullptr),
-                0);
+      ASSERT_EQ(
+          fi_write(p.ep, isrc, idle_len, fi_mr_desc(mr), p.addr[1], theirs[0] + idle_off, theirs[1], nullptr),
+          0);
       ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
       p.barrier();
       p.barrier();
@@ -397,8 +411,9 @@ TEST_P(shm_mp, RmaMappedBacking) {
       }
       // Read a window back into plain heap memory.
       std::vector<unsigned char> back(300000);
-      ASSERT_EQ(fi_read(p.ep, back.data(), back.size(), nullptr, p.addr[1], theirs[0] + 4096 + 5000, theirs[1],
-                        nullptr), 0);
+      ASSERT_EQ(fi_read(p.ep, back.data(), back.size(), nullptr, p.addr[1], theirs[0] + 4096 + 5000,
+                        theirs[1], nullptr),
+                0);
       ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
       EXPECT_EQ(memcmp(back.data(), src + 5000, back.size()), 0);
       if (cma) {
@@ -410,8 +425,9 @@ TEST_P(shm_mp, RmaMappedBacking) {
       ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
       // The unsealed region is reached with CMA (or the fallback), never mapped.
       std::vector<unsigned char> small(60000, 0x44);
-      ASSERT_EQ(fi_write(p.ep, small.data(), small.size(), nullptr, p.addr[1], theirs[2] + 100, theirs[3], nullptr),
-                0);
+      ASSERT_EQ(
+          fi_write(p.ep, small.data(), small.size(), nullptr, p.addr[1], theirs[2] + 100, theirs[3], nullptr),
+          0);
       ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
       EXPECT_FALSE(maps_mention("memfd:weft_rma_plain_1"));
       // Tell the target we are done; it then closes its registration.
@@ -431,7 +447,8 @@ TEST_P(shm_mp, RmaMappedBacking) {
       ASSERT_EQ(p.wait_cq(&ce), 1);
       const size_t n = (1 << 20) + 4096;
       for (size_t i = 0; i < n; ++i) {
-        unsigned char want = i < 8 ? static_cast<unsigned char>(0xa0 + i) : static_cast<unsigned char>(i * 7 + (i >> 12));
+        unsigned char want =
+            i < 8 ? static_cast<unsigned char>(0xa0 + i) : static_cast<unsigned char>(i * 7 + (i >> 12));
         ASSERT_EQ(sealed[4096 + i], want) << "byte " << i;
       }
       EXPECT_EQ(sealed[4095], 0x11);
@@ -463,10 +480,13 @@ TEST_P(shm_mp, Atomics) {
     double dsum = 0;
     fid_mr* mr = nullptr;
     fid_mr* mr2 = nullptr;
-    ASSERT_EQ(fi_mr_reg(p.domain, &counter, sizeof counter, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 1, 0, &mr, nullptr), 0);
-    ASSERT_EQ(fi_mr_reg(p.domain, &dsum, sizeof dsum, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 2, 0, &mr2, nullptr), 0);
-    uint64_t info[4] = {reinterpret_cast<uint64_t>(&counter), fi_mr_key(mr), reinterpret_cast<uint64_t>(&dsum),
-                        fi_mr_key(mr2)};
+    ASSERT_EQ(fi_mr_reg(p.domain, &counter, sizeof counter, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 1, 0, &mr,
+                        nullptr),
+              0);
+    ASSERT_EQ(
+        fi_mr_reg(p.domain, &dsum, sizeof dsum, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 2, 0, &mr2, nullptr), 0);
+    uint64_t info[4] = {reinterpret_cast<uint64_t>(&counter), fi_mr_key(mr),
+                        reinterpret_cast<uint64_t>(&dsum), fi_mr_key(mr2)};
     fi_cq_tagged_entry ce;
     fi_cq_err_entry err{};
     uint64_t target_info[4];
@@ -489,13 +509,15 @@ TEST_P(shm_mp, Atomics) {
     if (p.rank != 0) {
       for (int i = 0; i < 200; ++i) {
         uint64_t one = 1, old = 0;
-        ASSERT_EQ(fi_fetch_atomic(p.ep, &one, 1, nullptr, &old, nullptr, p.addr[0], target_info[0], target_info[1],
-                                  FI_UINT64, FI_SUM, nullptr), 0);
+        ASSERT_EQ(fi_fetch_atomic(p.ep, &one, 1, nullptr, &old, nullptr, p.addr[0], target_info[0],
+                                  target_info[1], FI_UINT64, FI_SUM, nullptr),
+                  0);
         ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
         EXPECT_EQ(ce.flags, FI_ATOMIC | FI_READ);
         double d = 0.5;
-        ASSERT_EQ(fi_atomic(p.ep, &d, 1, nullptr, p.addr[0], target_info[2], target_info[3], FI_DOUBLE, FI_SUM,
-                            nullptr), 0);
+        ASSERT_EQ(fi_atomic(p.ep, &d, 1, nullptr, p.addr[0], target_info[2], target_info[3], FI_DOUBLE,
+                            FI_SUM, nullptr),
+                  0);
         ASSERT_EQ(p.wait_cq(&ce, &err), 1);
         EXPECT_EQ(ce.flags, FI_ATOMIC | FI_WRITE);
       }
@@ -504,19 +526,22 @@ TEST_P(shm_mp, Atomics) {
       for (;;) {
         uint64_t desired = cur + 1000, old = 0;
         ASSERT_EQ(fi_compare_atomic(p.ep, &desired, 1, nullptr, &cur, nullptr, &old, nullptr, p.addr[0],
-                                    target_info[0], target_info[1], FI_UINT64, FI_CSWAP, nullptr), 0);
+                                    target_info[0], target_info[1], FI_UINT64, FI_CSWAP, nullptr),
+                  0);
         ASSERT_EQ(p.wait_cq(&ce, &err), 1);
         if (old == cur) break;
         cur = old;
       }
       // Bad key: an error completion, nothing changes.
       uint64_t one = 1;
-      ASSERT_EQ(fi_atomic(p.ep, &one, 1, nullptr, p.addr[0], target_info[0], target_info[1] + 77, FI_UINT64, FI_SUM,
-                          nullptr), 0);
+      ASSERT_EQ(fi_atomic(p.ep, &one, 1, nullptr, p.addr[0], target_info[0], target_info[1] + 77, FI_UINT64,
+                          FI_SUM, nullptr),
+                0);
       ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
       EXPECT_EQ(err.err, FI_EACCES);
-      EXPECT_EQ(fi_atomic(p.ep, &one, 1, nullptr, p.addr[0], target_info[0], target_info[1], FI_UINT64, FI_CSWAP,
-                          nullptr), -FI_EOPNOTSUPP);
+      EXPECT_EQ(fi_atomic(p.ep, &one, 1, nullptr, p.addr[0], target_info[0], target_info[1], FI_UINT64,
+                          FI_CSWAP, nullptr),
+                -FI_EOPNOTSUPP);
       p.barrier();
     } else {
       // The target's progress applies the atomics: keep reading the CQ.
@@ -546,34 +571,37 @@ TEST_P(shm_mp, CompletionSemantics) {
   weft_test::mp_options opt;
   opt.counters = true;
   opt.tx_flags_bind = FI_TRANSMIT | FI_SELECTIVE_COMPLETION;
-  mp_run(2, [](mp_peer& p) {
-    fi_cq_tagged_entry ce;
-    if (p.rank == 0) {
-      char b[64] = "inject";
-      ASSERT_EQ(fi_inject(p.ep, b, sizeof b, p.addr[1]), 0);
-      ASSERT_EQ(fi_send(p.ep, b, sizeof b, nullptr, p.addr[1], nullptr), 0);  // selective: no entry
-      iovec iov{b, sizeof b};
-      fi_msg m{&iov, nullptr, 1, p.addr[1], b, 0};
-      ASSERT_EQ(fi_sendmsg(p.ep, &m, FI_COMPLETION | FI_DELIVERY_COMPLETE), 0);
-      ASSERT_EQ(p.wait_cq(&ce), 1);
-      EXPECT_EQ(ce.op_context, b);
-      EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
-      EXPECT_EQ(fi_cntr_read(p.cntr_send), 3u);
-      // Inject larger than inject_size: refused.
-      std::vector<char> big(8192);
-      EXPECT_EQ(fi_inject(p.ep, big.data(), big.size(), p.addr[1]), -FI_EINVAL);
-      p.barrier();
-    } else {
-      char b[64];
-      for (int i = 0; i < 3; ++i) {
-        ASSERT_EQ(fi_recv(p.ep, b, sizeof b, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
-        ASSERT_EQ(p.wait_cq(&ce), 1);
-        EXPECT_STREQ(b, "inject");
-      }
-      EXPECT_EQ(fi_cntr_read(p.cntr_recv), 3u);
-      p.barrier();
-    }
-  }, opt);
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        fi_cq_tagged_entry ce;
+        if (p.rank == 0) {
+          char b[64] = "inject";
+          ASSERT_EQ(fi_inject(p.ep, b, sizeof b, p.addr[1]), 0);
+          ASSERT_EQ(fi_send(p.ep, b, sizeof b, nullptr, p.addr[1], nullptr), 0);  // selective: no entry
+          iovec iov{b, sizeof b};
+          fi_msg m{&iov, nullptr, 1, p.addr[1], b, 0};
+          ASSERT_EQ(fi_sendmsg(p.ep, &m, FI_COMPLETION | FI_DELIVERY_COMPLETE), 0);
+          ASSERT_EQ(p.wait_cq(&ce), 1);
+          EXPECT_EQ(ce.op_context, b);
+          EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
+          EXPECT_EQ(fi_cntr_read(p.cntr_send), 3u);
+          // Inject larger than inject_size: refused.
+          std::vector<char> big(8192);
+          EXPECT_EQ(fi_inject(p.ep, big.data(), big.size(), p.addr[1]), -FI_EINVAL);
+          p.barrier();
+        } else {
+          char b[64];
+          for (int i = 0; i < 3; ++i) {
+            ASSERT_EQ(fi_recv(p.ep, b, sizeof b, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+            ASSERT_EQ(p.wait_cq(&ce), 1);
+            EXPECT_STREQ(b, "inject");
+          }
+          EXPECT_EQ(fi_cntr_read(p.cntr_recv), 3u);
+          p.barrier();
+        }
+      },
+      opt);
 }
 
 // Small injects (the inline path): every length from 0 to 16 bytes, tagged
@@ -582,60 +610,68 @@ TEST_P(shm_mp, CompletionSemantics) {
 TEST_P(shm_mp, SmallInjectsEveryLength) {
   weft_test::mp_options opt;
   opt.counters = true;
-  mp_run(2, [](mp_peer& p) {
-    fi_cq_tagged_entry ce;
-    fi_cq_err_entry err{};
-    constexpr size_t max_len = 16;
-    if (p.rank == 0) {
-      p.barrier();  // the receives are posted
-      unsigned char b[max_len];
-      uint64_t sent = 0;
-      for (size_t len = 0; len <= max_len; ++len) {
-        for (size_t i = 0; i < len; ++i) b[i] = static_cast<unsigned char>(len * 16 + i + 1);
-        ASSERT_EQ(fi_tinject(p.ep, len ? b : nullptr, len, p.addr[1], 100 + len), 0) << "length " << len;
-        ASSERT_EQ(fi_inject(p.ep, len ? b : nullptr, len, p.addr[1]), 0) << "length " << len;
-        sent += 2;
-      }
-      EXPECT_EQ(fi_cntr_read(p.cntr_send), sent);
-      EXPECT_EQ(fi_tinject(p.ep, nullptr, 4, p.addr[1], 1), -FI_EINVAL);
-      EXPECT_EQ(fi_inject(p.ep, nullptr, 4, p.addr[1]), -FI_EINVAL);
-      // Null buffers with a length, on the general paths too.
-      EXPECT_EQ(fi_inject(p.ep, nullptr, 100, p.addr[1]), -FI_EINVAL);
-      EXPECT_EQ(fi_send(p.ep, nullptr, 100, nullptr, p.addr[1], nullptr), -FI_EINVAL);
-      EXPECT_EQ(fi_tsend(p.ep, nullptr, 100000, nullptr, p.addr[1], 1, nullptr), -FI_EINVAL);
-      EXPECT_EQ(fi_recv(p.ep, nullptr, 100, nullptr, FI_ADDR_UNSPEC, nullptr), -FI_EINVAL);
-      EXPECT_EQ(fi_trecv(p.ep, nullptr, 100, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), -FI_EINVAL);
-      EXPECT_EQ(fi_write(p.ep, nullptr, 100, nullptr, p.addr[1], 0, 0, nullptr), -FI_EINVAL);
-      EXPECT_EQ(fi_read(p.ep, nullptr, 100, nullptr, p.addr[1], 0, 0, nullptr), -FI_EINVAL);
-      EXPECT_EQ(fi_atomic(p.ep, nullptr, 1, nullptr, p.addr[1], 0, 0, FI_UINT64, FI_SUM, nullptr), -FI_EINVAL);
-      uint64_t one = 1;
-      EXPECT_EQ(fi_fetch_atomic(p.ep, &one, 1, nullptr, nullptr, nullptr, p.addr[1], 0, 0, FI_UINT64, FI_SUM,
-                                nullptr), -FI_EINVAL);
-      EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN) << "an inject wrote a completion";
-      p.barrier();
-    } else {
-      constexpr size_t guard = 8;
-      std::vector<std::vector<unsigned char>> tbuf(max_len + 1), mbuf(max_len + 1);
-      for (size_t len = 0; len <= max_len; ++len) {
-        tbuf[len].assign(max_len + 2 * guard, 0xee);
-        mbuf[len].assign(max_len + 2 * guard, 0xee);
-        ASSERT_EQ(fi_trecv(p.ep, tbuf[len].data() + guard, len, nullptr, FI_ADDR_UNSPEC, 100 + len, 0, nullptr), 0);
-      }
-      // Untagged receives match in order: one per length, posted in order.
-      for (size_t len = 0; len <= max_len; ++len)
-        ASSERT_EQ(fi_recv(p.ep, mbuf[len].data() + guard, len, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
-      p.barrier();
-      for (size_t n = 0; n < 2 * (max_len + 1); ++n) ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
-      for (size_t len = 0; len <= max_len; ++len)
-        for (size_t i = 0; i < max_len + 2 * guard; ++i) {
-          bool inside = i >= guard && i < guard + len;
-          unsigned char want = inside ? static_cast<unsigned char>(len * 16 + (i - guard) + 1) : 0xee;
-          ASSERT_EQ(tbuf[len][i], want) << "tagged, length " << len << ", byte " << i;
-          ASSERT_EQ(mbuf[len][i], want) << "untagged, length " << len << ", byte " << i;
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        fi_cq_tagged_entry ce;
+        fi_cq_err_entry err{};
+        constexpr size_t max_len = 16;
+        if (p.rank == 0) {
+          p.barrier();  // the receives are posted
+          unsigned char b[max_len];
+          uint64_t sent = 0;
+          for (size_t len = 0; len <= max_len; ++len) {
+            for (size_t i = 0; i < len; ++i) b[i] = static_cast<unsigned char>(len * 16 + i + 1);
+            ASSERT_EQ(fi_tinject(p.ep, len ? b : nullptr, len, p.addr[1], 100 + len), 0) << "length " << len;
+            ASSERT_EQ(fi_inject(p.ep, len ? b : nullptr, len, p.addr[1]), 0) << "length " << len;
+            sent += 2;
+          }
+          EXPECT_EQ(fi_cntr_read(p.cntr_send), sent);
+          EXPECT_EQ(fi_tinject(p.ep, nullptr, 4, p.addr[1], 1), -FI_EINVAL);
+          EXPECT_EQ(fi_inject(p.ep, nullptr, 4, p.addr[1]), -FI_EINVAL);
+          // Null buffers with a length, on the general paths too.
+          EXPECT_EQ(fi_inject(p.ep, nullptr, 100, p.addr[1]), -FI_EINVAL);
+          EXPECT_EQ(fi_send(p.ep, nullptr, 100, nullptr, p.addr[1], nullptr), -FI_EINVAL);
+          EXPECT_EQ(fi_tsend(p.ep, nullptr, 100000, nullptr, p.addr[1], 1, nullptr), -FI_EINVAL);
+          EXPECT_EQ(fi_recv(p.ep, nullptr, 100, nullptr, FI_ADDR_UNSPEC, nullptr), -FI_EINVAL);
+          EXPECT_EQ(fi_trecv(p.ep, nullptr, 100, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), -FI_EINVAL);
+          EXPECT_EQ(fi_write(p.ep, nullptr, 100, nullptr, p.addr[1], 0, 0, nullptr), -FI_EINVAL);
+          EXPECT_EQ(fi_read(p.ep, nullptr, 100, nullptr, p.addr[1], 0, 0, nullptr), -FI_EINVAL);
+          EXPECT_EQ(fi_atomic(p.ep, nullptr, 1, nullptr, p.addr[1], 0, 0, FI_UINT64, FI_SUM, nullptr),
+                    -FI_EINVAL);
+          uint64_t one = 1;
+          EXPECT_EQ(fi_fetch_atomic(p.ep, &one, 1, nullptr, nullptr, nullptr, p.addr[1], 0, 0, FI_UINT64,
+                                    FI_SUM, nullptr),
+                    -FI_EINVAL);
+          EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN) << "an inject wrote a completion";
+          p.barrier();
+        } else {
+          constexpr size_t guard = 8;
+          std::vector<std::vector<unsigned char>> tbuf(max_len + 1), mbuf(max_len + 1);
+          for (size_t len = 0; len <= max_len; ++len) {
+            tbuf[len].assign(max_len + 2 * guard, 0xee);
+            mbuf[len].assign(max_len + 2 * guard, 0xee);
+            ASSERT_EQ(
+                fi_trecv(p.ep, tbuf[len].data() + guard, len, nullptr, FI_ADDR_UNSPEC, 100 + len, 0, nullptr),
+                0);
+          }
+          // Untagged receives match in order: one per length, posted in order.
+          for (size_t len = 0; len <= max_len; ++len)
+            ASSERT_EQ(fi_recv(p.ep, mbuf[len].data() + guard, len, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+          p.barrier();
+          for (size_t n = 0; n < 2 * (max_len + 1); ++n)
+            ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+          for (size_t len = 0; len <= max_len; ++len)
+            for (size_t i = 0; i < max_len + 2 * guard; ++i) {
+              bool inside = i >= guard && i < guard + len;
+              unsigned char want = inside ? static_cast<unsigned char>(len * 16 + (i - guard) + 1) : 0xee;
+              ASSERT_EQ(tbuf[len][i], want) << "tagged, length " << len << ", byte " << i;
+              ASSERT_EQ(mbuf[len][i], want) << "untagged, length " << len << ", byte " << i;
+            }
+          p.barrier();
         }
-      p.barrier();
-    }
-  }, opt);
+      },
+      opt);
 }
 
 // FI_SHM_INJECT_SIZE lowers the largest inject, below the inline size too.
@@ -677,7 +713,8 @@ TEST_P(shm_mp, AllToAllTagged) {
       if (r == p.rank) continue;
       for (int i = 0; i < per_peer; ++i) {
         out.emplace_back(size_of(i));
-        for (size_t k = 0; k < out.back().size(); ++k) out.back()[k] = static_cast<unsigned char>(p.rank * 31 + i + k);
+        for (size_t k = 0; k < out.back().size(); ++k)
+          out.back()[k] = static_cast<unsigned char>(p.rank * 31 + i + k);
       }
     }
     size_t next = 0;
@@ -714,7 +751,8 @@ TEST_P(shm_mp, AllToAllTagged) {
       int from = static_cast<int>(e.tag >> 32), i = static_cast<int>(e.tag & 0xffffffff);
       ASSERT_EQ(e.len, size_of(i));
       for (size_t k = 0; k < e.len; ++k)
-        ASSERT_EQ((*buf)[k], static_cast<unsigned char>(from * 31 + i + k)) << "from " << from << " msg " << i;
+        ASSERT_EQ((*buf)[k], static_cast<unsigned char>(from * 31 + i + k))
+            << "from " << from << " msg " << i;
     }
     p.barrier();
   });
@@ -738,7 +776,8 @@ TEST_P(shm_mp, CancelAndBadInput) {
     fi_msg m{};
     EXPECT_EQ(fi_sendmsg(p.ep, nullptr, 0), -FI_EINVAL);
     EXPECT_EQ(fi_sendmsg(p.ep, &m, 1ULL << 62), -FI_EBADFLAGS);
-    EXPECT_EQ(fi_write(p.ep, b, 16, nullptr, p.addr[0], 0, 0, nullptr) >= 0, true);  // error completion: bad key
+    EXPECT_EQ(fi_write(p.ep, b, 16, nullptr, p.addr[0], 0, 0, nullptr) >= 0,
+              true);  // error completion: bad key
     ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
     p.barrier();
   });
@@ -767,38 +806,43 @@ TEST_P(shm_mp, KilledPeer) {
   });
 }
 
-
 // FI_PROGRESS_AUTO: the target never reads its CQ, yet atomics and large
 // messages addressed to it complete (its progress thread runs them).
 TEST_P(shm_mp, AutoProgressThread) {
   weft_test::mp_options opt;
   opt.progress = FI_PROGRESS_AUTO;
-  mp_run(2, [](mp_peer& p) {
-    uint64_t counter = 0;
-    fid_mr* mr = nullptr;
-    ASSERT_EQ(fi_mr_reg(p.domain, &counter, sizeof counter, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 1, 0, &mr, nullptr), 0);
-    uint64_t info[2] = {reinterpret_cast<uint64_t>(&counter), fi_mr_key(mr)}, theirs[2];
-    fi_cq_tagged_entry ce;
-    fi_cq_err_entry err{};
-    ASSERT_TRUE(p.swap_with_peer(info, theirs, sizeof theirs));
-    if (p.rank == 0) {
-      for (int i = 0; i < 100; ++i) {
-        uint64_t one = 1, old;
-        ASSERT_EQ(fi_fetch_atomic(p.ep, &one, 1, nullptr, &old, nullptr, p.addr[1], theirs[0], theirs[1], FI_UINT64,
-                                  FI_SUM, nullptr), 0);
-        ASSERT_EQ(p.wait_cq(&ce, &err), 1);
-        EXPECT_EQ(old, static_cast<uint64_t>(i));
-      }
-    } else {
-      // Sleep instead of reading the CQ: only the progress thread can answer.
-      // The progress thread updates it atomically: read it the same way.
-      auto value = [&] { return std::atomic_ref<uint64_t>(counter).load(); };
-      for (int i = 0; i < 200 && value() < 100; ++i) usleep(10000);
-      EXPECT_EQ(value(), 100u);
-    }
-    p.barrier();
-    EXPECT_EQ(fi_close(&mr->fid), 0);
-  }, opt);
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        uint64_t counter = 0;
+        fid_mr* mr = nullptr;
+        ASSERT_EQ(fi_mr_reg(p.domain, &counter, sizeof counter, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 1, 0,
+                            &mr, nullptr),
+                  0);
+        uint64_t info[2] = {reinterpret_cast<uint64_t>(&counter), fi_mr_key(mr)}, theirs[2];
+        fi_cq_tagged_entry ce;
+        fi_cq_err_entry err{};
+        ASSERT_TRUE(p.swap_with_peer(info, theirs, sizeof theirs));
+        if (p.rank == 0) {
+          for (int i = 0; i < 100; ++i) {
+            uint64_t one = 1, old;
+            ASSERT_EQ(fi_fetch_atomic(p.ep, &one, 1, nullptr, &old, nullptr, p.addr[1], theirs[0], theirs[1],
+                                      FI_UINT64, FI_SUM, nullptr),
+                      0);
+            ASSERT_EQ(p.wait_cq(&ce, &err), 1);
+            EXPECT_EQ(old, static_cast<uint64_t>(i));
+          }
+        } else {
+          // Sleep instead of reading the CQ: only the progress thread can answer.
+          // The progress thread updates it atomically: read it the same way.
+          auto value = [&] { return std::atomic_ref<uint64_t>(counter).load(); };
+          for (int i = 0; i < 200 && value() < 100; ++i) usleep(10000);
+          EXPECT_EQ(value(), 100u);
+        }
+        p.barrier();
+        EXPECT_EQ(fi_close(&mr->fid), 0);
+      },
+      opt);
 }
 
 // FI_THREAD_SAFE: two threads of one process send and receive on one
@@ -814,7 +858,8 @@ TEST_P(shm_mp, ThreadSafeConcurrentSenders) {
           for (int i = 0; i < per_thread; ++i) {
             uint64_t v = static_cast<uint64_t>(t) << 32 | static_cast<uint64_t>(i);
             ssize_t ret;
-            while ((ret = fi_tinject(p.ep, &v, sizeof v, p.addr[1], static_cast<uint64_t>(t))) == -FI_EAGAIN) {
+            while ((ret = fi_tinject(p.ep, &v, sizeof v, p.addr[1], static_cast<uint64_t>(t))) ==
+                   -FI_EAGAIN) {
               fi_cq_tagged_entry ce;
               if (fi_cq_read(p.cq, &ce, 1) == 1) completions++;
             }
@@ -841,50 +886,55 @@ TEST_P(shm_mp, ThreadSafeConcurrentSenders) {
   });
 }
 
-
 // fi_alias: a second fid for the endpoint with its own default flags; here
 // the alias asks for completions that the endpoint's selective CQ omits.
 TEST_P(shm_mp, AliasWithOwnFlags) {
   weft_test::mp_options opt;
   opt.tx_flags_bind = FI_TRANSMIT | FI_SELECTIVE_COMPLETION;
-  mp_run(2, [](mp_peer& p) {
-    fi_cq_tagged_entry ce;
-    if (p.rank == 0) {
-      fid* alias_fid = nullptr;
-      struct fi_alias a{&alias_fid, FI_TRANSMIT | FI_COMPLETION};
-      ASSERT_EQ(fi_control(&p.ep->fid, FI_ALIAS, &a), 0);
-      fid_ep* alias_ep = reinterpret_cast<fid_ep*>(alias_fid);
-      uint64_t flags = FI_TRANSMIT;
-      ASSERT_EQ(fi_control(alias_fid, FI_GETOPSFLAG, &flags), 0);
-      EXPECT_EQ(flags, FI_TRANSMIT | FI_COMPLETION);
-      char b[8] = "x";
-      ASSERT_EQ(fi_send(p.ep, b, 2, nullptr, p.addr[1], b), 0);         // no completion
-      ASSERT_EQ(fi_send(alias_ep, b, 2, nullptr, p.addr[1], &a), 0);    // completion
-      ASSERT_EQ(p.wait_cq(&ce), 1);
-      EXPECT_EQ(ce.op_context, &a);
-      EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
-      size_t len = 64;
-      char n1[64], n2[64];
-      ASSERT_EQ(fi_getname(alias_fid, n1, &len), 0);
-      len = 64;
-      ASSERT_EQ(fi_getname(&p.ep->fid, n2, &len), 0);
-      EXPECT_STREQ(n1, n2);
-      struct fi_alias bad{&alias_fid, FI_COMPLETION};
-      EXPECT_EQ(fi_control(&p.ep->fid, FI_ALIAS, &bad), -FI_EINVAL);
-      EXPECT_EQ(fi_close(&p.ep->fid), -FI_EBUSY);  // the alias holds it
-      EXPECT_EQ(fi_close(alias_fid), 0);
-      p.barrier();
-    } else {
-      char b[8];
-      for (int i = 0; i < 2; ++i) {
-        ASSERT_EQ(fi_recv(p.ep, b, sizeof b, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
-        ASSERT_EQ(p.wait_cq(&ce), 1);
-      }
-      p.barrier();
-    }
-  }, opt);
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        fi_cq_tagged_entry ce;
+        if (p.rank == 0) {
+          fid* alias_fid = nullptr;
+          struct fi_alias a {
+            &alias_fid, FI_TRANSMIT | FI_COMPLETION
+          };
+          ASSERT_EQ(fi_control(&p.ep->fid, FI_ALIAS, &a), 0);
+          fid_ep* alias_ep = reinterpret_cast<fid_ep*>(alias_fid);
+          uint64_t flags = FI_TRANSMIT;
+          ASSERT_EQ(fi_control(alias_fid, FI_GETOPSFLAG, &flags), 0);
+          EXPECT_EQ(flags, FI_TRANSMIT | FI_COMPLETION);
+          char b[8] = "x";
+          ASSERT_EQ(fi_send(p.ep, b, 2, nullptr, p.addr[1], b), 0);       // no completion
+          ASSERT_EQ(fi_send(alias_ep, b, 2, nullptr, p.addr[1], &a), 0);  // completion
+          ASSERT_EQ(p.wait_cq(&ce), 1);
+          EXPECT_EQ(ce.op_context, &a);
+          EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
+          size_t len = 64;
+          char n1[64], n2[64];
+          ASSERT_EQ(fi_getname(alias_fid, n1, &len), 0);
+          len = 64;
+          ASSERT_EQ(fi_getname(&p.ep->fid, n2, &len), 0);
+          EXPECT_STREQ(n1, n2);
+          struct fi_alias bad {
+            &alias_fid, FI_COMPLETION
+          };
+          EXPECT_EQ(fi_control(&p.ep->fid, FI_ALIAS, &bad), -FI_EINVAL);
+          EXPECT_EQ(fi_close(&p.ep->fid), -FI_EBUSY);  // the alias holds it
+          EXPECT_EQ(fi_close(alias_fid), 0);
+          p.barrier();
+        } else {
+          char b[8];
+          for (int i = 0; i < 2; ++i) {
+            ASSERT_EQ(fi_recv(p.ep, b, sizeof b, nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+            ASSERT_EQ(p.wait_cq(&ce), 1);
+          }
+          p.barrier();
+        }
+      },
+      opt);
 }
-
 
 // msg_order FI_ORDER_SAS (what shm advertises): messages of mixed sizes and
 // protocols (inline, copied, pulled, fragmented) from one sender match the
@@ -895,7 +945,9 @@ TEST_P(shm_mp, SendAfterSendOrder) {
     EXPECT_TRUE(info->tx_attr->msg_order & FI_ORDER_SAS);
     EXPECT_TRUE(info->rx_attr->msg_order & FI_ORDER_SAS);
     const int n = 120;
-    auto size_of = [](int i) { return static_cast<size_t>(i % 4 == 0 ? 70000 : i % 4 == 1 ? 8 : i % 4 == 2 ? 3000 : 5000); };
+    auto size_of = [](int i) {
+      return static_cast<size_t>(i % 4 == 0 ? 70000 : i % 4 == 1 ? 8 : i % 4 == 2 ? 3000 : 5000);
+    };
     fi_cq_tagged_entry ce;
     if (p.rank == 0) {
       std::vector<std::vector<unsigned char>> bufs;
@@ -903,7 +955,8 @@ TEST_P(shm_mp, SendAfterSendOrder) {
       int done = 0;
       for (int i = 0; i < n; ++i) {
         ssize_t ret;
-        while ((ret = fi_tsend(p.ep, bufs[i].data(), bufs[i].size(), nullptr, p.addr[1], 5, nullptr)) == -FI_EAGAIN)
+        while ((ret = fi_tsend(p.ep, bufs[i].data(), bufs[i].size(), nullptr, p.addr[1], 5, nullptr)) ==
+               -FI_EAGAIN)
           if (fi_cq_read(p.cq, &ce, 1) == 1) ++done;
         ASSERT_EQ(ret, 0);
       }
@@ -925,7 +978,6 @@ TEST_P(shm_mp, SendAfterSendOrder) {
     }
   });
 }
-
 
 // Large messages are copied in two parts, by the receiver and the sender at
 // once; a sender that does not progress leaves its part to the receiver,
@@ -977,78 +1029,82 @@ TEST_P(shm_mp, SplitCopyWithSilentSender) {
   });
 }
 
-
 // Vector forms: readv/writev with several local iovs, writemsg/readmsg with
 // several remote iovs, remote read counters, an atomic on several elements,
 // the explicit completion-level flags.
 TEST_P(shm_mp, VectorRmaAndAtomics) {
   weft_test::mp_options opt;
   opt.counters = true;
-  mp_run(2, [](mp_peer& p) {
-    std::vector<uint64_t> target(4096, 0);
-    fid_mr* mr = nullptr;
-    ASSERT_EQ(fi_mr_reg(p.domain, target.data(), target.size() * 8, FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 1, 0, &mr,
-                        nullptr), 0);
-    uint64_t mine[2] = {reinterpret_cast<uint64_t>(target.data()), fi_mr_key(mr)}, theirs[2];
-    fi_cq_tagged_entry ce;
-    fi_cq_err_entry err{};
-    ASSERT_TRUE(p.swap_with_peer(mine, theirs, sizeof theirs));
-    if (p.rank == 0) {
-      // writemsg: 3 local pieces -> 2 remote ranges.
-      uint64_t a[100], b[200], c[50];
-      for (int i = 0; i < 100; ++i) a[i] = 1000 + i;
-      for (int i = 0; i < 200; ++i) b[i] = 2000 + i;
-      for (int i = 0; i < 50; ++i) c[i] = 3000 + i;
-      iovec iov[3] = {{a, sizeof a}, {b, sizeof b}, {c, sizeof c}};
-      fi_rma_iov riov[2] = {{theirs[0] + 8 * 10, 8 * 150, theirs[1]}, {theirs[0] + 8 * 1000, 8 * 200, theirs[1]}};
-      fi_msg_rma m{iov, nullptr, 3, p.addr[1], riov, 2, &m, 0};
-      ASSERT_EQ(fi_writemsg(p.ep, &m, FI_COMPLETION | FI_TRANSMIT_COMPLETE), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
-      // readv back into 2 local pieces from one remote range.
-      uint64_t x[60], y[90];
-      iovec riv[2] = {{x, sizeof x}, {y, sizeof y}};
-      ASSERT_EQ(fi_readv(p.ep, riv, nullptr, 2, p.addr[1], theirs[0] + 8 * 10, theirs[1], nullptr), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
-      for (int i = 0; i < 60; ++i) ASSERT_EQ(x[i], 1000u + i);
-      for (int i = 0; i < 40; ++i) ASSERT_EQ(y[i], 1060u + i);
-      for (int i = 40; i < 90; ++i) ASSERT_EQ(y[i], 2000u + i - 40);
-      // An atomic on 16 elements at once (fetch form).
-      uint64_t add[16], old[16];
-      for (int i = 0; i < 16; ++i) add[i] = static_cast<uint64_t>(i);
-      ASSERT_EQ(fi_fetch_atomic(p.ep, add, 16, nullptr, old, nullptr, p.addr[1], theirs[0] + 8 * 3000, theirs[1],
-                                FI_UINT64, FI_SUM, nullptr), 0);
-      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
-      for (int i = 0; i < 16; ++i) EXPECT_EQ(old[i], 0u);
-      // Injected write: no completion, counted.
-      uint64_t v = 77;
-      ASSERT_EQ(fi_inject_write(p.ep, &v, 8, p.addr[1], theirs[0] + 8 * 4000, theirs[1]), 0);
-      // Without CMA the injected write completes when the target acknowledges
-      // it: wait for the counter (which drives progress) before the target stops.
-      for (int i = 0; i < 10000000 && fi_cntr_read(p.cntr_write) < 2; ++i) {
-      }
-      p.barrier();
-      EXPECT_EQ(fi_cntr_read(p.cntr_write), 2u);
-      EXPECT_EQ(fi_cntr_read(p.cntr_read), 2u);  // readv and the fetch atomic
-    } else {
-      // The target progresses (atomics run here) until rank 0 is done.
-      std::atomic<bool> stop{false};
-      std::thread t([&] {
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        std::vector<uint64_t> target(4096, 0);
+        fid_mr* mr = nullptr;
+        ASSERT_EQ(fi_mr_reg(p.domain, target.data(), target.size() * 8, FI_REMOTE_WRITE | FI_REMOTE_READ, 0,
+                            1, 0, &mr, nullptr),
+                  0);
+        uint64_t mine[2] = {reinterpret_cast<uint64_t>(target.data()), fi_mr_key(mr)}, theirs[2];
+        fi_cq_tagged_entry ce;
+        fi_cq_err_entry err{};
+        ASSERT_TRUE(p.swap_with_peer(mine, theirs, sizeof theirs));
+        if (p.rank == 0) {
+          // writemsg: 3 local pieces -> 2 remote ranges.
+          uint64_t a[100], b[200], c[50];
+          for (int i = 0; i < 100; ++i) a[i] = 1000 + i;
+          for (int i = 0; i < 200; ++i) b[i] = 2000 + i;
+          for (int i = 0; i < 50; ++i) c[i] = 3000 + i;
+          iovec iov[3] = {{a, sizeof a}, {b, sizeof b}, {c, sizeof c}};
+          fi_rma_iov riov[2] = {{theirs[0] + 8 * 10, 8 * 150, theirs[1]},
+                                {theirs[0] + 8 * 1000, 8 * 200, theirs[1]}};
+          fi_msg_rma m{iov, nullptr, 3, p.addr[1], riov, 2, &m, 0};
+          ASSERT_EQ(fi_writemsg(p.ep, &m, FI_COMPLETION | FI_TRANSMIT_COMPLETE), 0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+          // readv back into 2 local pieces from one remote range.
+          uint64_t x[60], y[90];
+          iovec riv[2] = {{x, sizeof x}, {y, sizeof y}};
+          ASSERT_EQ(fi_readv(p.ep, riv, nullptr, 2, p.addr[1], theirs[0] + 8 * 10, theirs[1], nullptr), 0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+          for (int i = 0; i < 60; ++i) ASSERT_EQ(x[i], 1000u + i);
+          for (int i = 0; i < 40; ++i) ASSERT_EQ(y[i], 1060u + i);
+          for (int i = 40; i < 90; ++i) ASSERT_EQ(y[i], 2000u + i - 40);
+          // An atomic on 16 elements at once (fetch form).
+          uint64_t add[16], old[16];
+          for (int i = 0; i < 16; ++i) add[i] = static_cast<uint64_t>(i);
+          ASSERT_EQ(fi_fetch_atomic(p.ep, add, 16, nullptr, old, nullptr, p.addr[1], theirs[0] + 8 * 3000,
+                                    theirs[1], FI_UINT64, FI_SUM, nullptr),
+                    0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+          for (int i = 0; i < 16; ++i) EXPECT_EQ(old[i], 0u);
+          // Injected write: no completion, counted.
+          uint64_t v = 77;
+          ASSERT_EQ(fi_inject_write(p.ep, &v, 8, p.addr[1], theirs[0] + 8 * 4000, theirs[1]), 0);
+          // Without CMA the injected write completes when the target acknowledges
+          // it: wait for the counter (which drives progress) before the target stops.
+          for (int i = 0; i < 10000000 && fi_cntr_read(p.cntr_write) < 2; ++i) {}
+          p.barrier();
+          EXPECT_EQ(fi_cntr_read(p.cntr_write), 2u);
+          EXPECT_EQ(fi_cntr_read(p.cntr_read), 2u);  // readv and the fetch atomic
+        } else {
+          // The target progresses (atomics run here) until rank 0 is done.
+          std::atomic<bool> stop{false};
+          std::thread t([&] {
+            p.barrier();
+            stop = true;
+          });
+          while (!stop) fi_cq_read(p.cq, &ce, 1);
+          t.join();
+          for (int i = 0; i < 100; ++i) ASSERT_EQ(target[10 + i], 1000u + i);
+          for (int i = 0; i < 50; ++i) ASSERT_EQ(target[110 + i], 2000u + i);
+          for (int i = 0; i < 150; ++i) ASSERT_EQ(target[1000 + i], 2050u + i);
+          for (int i = 0; i < 50; ++i) ASSERT_EQ(target[1150 + i], 3000u + i);
+          for (int i = 0; i < 16; ++i) ASSERT_EQ(target[3000 + i], static_cast<uint64_t>(i));
+          EXPECT_EQ(std::atomic_ref<uint64_t>(target[4000]).load(), 77u);
+          EXPECT_GE(fi_cntr_read(p.cntr_rread), 1u);
+        }
         p.barrier();
-        stop = true;
-      });
-      while (!stop) fi_cq_read(p.cq, &ce, 1);
-      t.join();
-      for (int i = 0; i < 100; ++i) ASSERT_EQ(target[10 + i], 1000u + i);
-      for (int i = 0; i < 50; ++i) ASSERT_EQ(target[110 + i], 2000u + i);
-      for (int i = 0; i < 150; ++i) ASSERT_EQ(target[1000 + i], 2050u + i);
-      for (int i = 0; i < 50; ++i) ASSERT_EQ(target[1150 + i], 3000u + i);
-      for (int i = 0; i < 16; ++i) ASSERT_EQ(target[3000 + i], static_cast<uint64_t>(i));
-      EXPECT_EQ(std::atomic_ref<uint64_t>(target[4000]).load(), 77u);
-      EXPECT_GE(fi_cntr_read(p.cntr_rread), 1u);
-    }
-    p.barrier();
-    EXPECT_EQ(fi_close(&mr->fid), 0);
-  }, opt);
+        EXPECT_EQ(fi_close(&mr->fid), 0);
+      },
+      opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(mode, shm_mp, ::testing::Values("cma", "nocma"),

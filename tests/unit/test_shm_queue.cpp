@@ -123,10 +123,10 @@ TEST(ShmRegion, NamesAndStaleRegions) {
 // they are dropped (no crash, no out-of-bounds access), and a good cell that
 // follows is delivered.
 #include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_tagged.h>
-#include <rdma/fi_cm.h>
 
 namespace {
 
@@ -171,13 +171,13 @@ TEST(ShmQueue, MalformedCellsAreDropped) {
     memset(c->h.inl, 'x', sizeof c->h.inl);
     queue_commit(r, c);
   };
-  put(op::msg, flag_inline, 1u << 30, 0, 0);          // inline claiming 1 GiB
-  put(op::msg, 0, 100000, 100000, 0);                  // larger than a cell
-  put(op::msg, 0, 10, 20, 0);                          // len disagrees with size
-  put(op::msg, flag_inline, 4, 0, 60000);              // sender slot out of range
-  put(static_cast<op>(200), 0, 0, 0, 0);               // unknown opcode
-  put(op::write, 0, 8, 4, 0);                          // shorter than its descriptor
-  put(op::msg, flag_inline, 5, 0, 0);                  // finally a good one
+  put(op::msg, flag_inline, 1u << 30, 0, 0);  // inline claiming 1 GiB
+  put(op::msg, 0, 100000, 100000, 0);         // larger than a cell
+  put(op::msg, 0, 10, 20, 0);                 // len disagrees with size
+  put(op::msg, flag_inline, 4, 0, 60000);     // sender slot out of range
+  put(static_cast<op>(200), 0, 0, 0, 0);      // unknown opcode
+  put(op::write, 0, 8, 4, 0);                 // shorter than its descriptor
+  put(op::msg, flag_inline, 5, 0, 0);         // finally a good one
   char buf[64] = {};
   ASSERT_EQ(fi_recv(ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, buf), 0);
   fi_cq_msg_entry ce;

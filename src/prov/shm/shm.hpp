@@ -181,12 +181,12 @@ bool cma_usable() noexcept;  // process_vm_readv works here (and is not disabled
 // Per-domain state: the published registration table.
 struct shm_domain {
   mapping region;
-  std::string file;       // the region's file name (what endpoints advertise)
+  std::string file;  // the region's file name (what endpoints advertise)
   std::mutex lock;
   // Shared backings of published registrations (see backing_valid), under `lock`.
   struct backing {
     uint64_t dev = 0, ino = 0;
-    int fd = -1;           // our own duplicate
+    int fd = -1;  // our own duplicate
     uint32_t gen = 0;
     uint32_t refs = 0;
   };
@@ -198,7 +198,7 @@ struct shm_domain {
   std::vector<backing> backings;
   std::unordered_map<uint64_t, published> by_key;  // registrations looked at
   uint32_t next_gen = 1;
-  bool map_mr = false;    // FI_SHM_MAP_MR and CMA both allow it
+  bool map_mr = false;  // FI_SHM_MAP_MR and CMA both allow it
   ~shm_domain();
   static shm_domain& of(domain& d);  // created on first use
 };
@@ -213,9 +213,9 @@ struct ep;
 // A peer we send to, cached per AV index.
 struct peer {
   std::string name;
-  mapping region;             // its endpoint region
-  mapping domain_region;      // its domain's registration table (mapped on first RMA)
-  uint32_t slot = UINT32_MAX; // our slot in its peer table
+  mapping region;              // its endpoint region
+  mapping domain_region;       // its domain's registration table (mapped on first RMA)
+  uint32_t slot = UINT32_MAX;  // our slot in its peer table
   int32_t pid = 0;
   uint32_t av_gen = 0;
   bool cma = true;
@@ -254,22 +254,22 @@ struct request {
   uint64_t id = 0;
   req_kind kind = req_kind::send;
   void* context = nullptr;
-  uint64_t flags = 0;          // completion flags
-  uint64_t op_flags = 0;       // FI_COMPLETION, ...
+  uint64_t flags = 0;     // completion flags
+  uint64_t op_flags = 0;  // FI_COMPLETION, ...
   size_t len = 0;
   void* buf = nullptr;
-  iovec iov[iov_max] = {};     // result buffers (read, fetch atomics)
+  iovec iov[iov_max] = {};  // result buffers (read, fetch atomics)
   size_t iov_count = 0;
-  size_t received = 0;         // bytes of response received
+  size_t received = 0;  // bytes of response received
   fi_addr_t addr = FI_ADDR_UNSPEC;
-  peer* to = nullptr;          // where the request's cells go
+  peer* to = nullptr;  // where the request's cells go
   uint64_t tag = 0;
   uint64_t data = 0;
   int32_t peer_pid = 0;
   // Pending fragments (no-CMA large messages and writes): what remains to go.
   std::vector<unsigned char> staged;  // copy of the payload (non-CMA path)
   size_t sent = 0;
-  hdr_fields tmpl{};             // header fields for the fragments
+  hdr_fields tmpl{};  // header fields for the fragments
   rma_desc rma{};
   bool needs_completion = true;
 };
@@ -283,14 +283,14 @@ struct posted_recv {
   uint64_t tag = 0;
   uint64_t ignore = 0;
   void* context = nullptr;
-  uint64_t flags = 0;          // FI_COMPLETION, FI_MULTI_RECV, ...
+  uint64_t flags = 0;  // FI_COMPLETION, FI_MULTI_RECV, ...
   bool tagged = false;
-  size_t multi_off = 0;        // FI_MULTI_RECV: bytes consumed so far
+  size_t multi_off = 0;  // FI_MULTI_RECV: bytes consumed so far
 };
 
 // A message that arrived before its receive.
 struct unexpected {
-  ep* owner = nullptr;         // the endpoint it arrived on (shared receive contexts)
+  ep* owner = nullptr;  // the endpoint it arrived on (shared receive contexts)
   uint32_t src_slot = 0;
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   uint64_t tag = 0;
@@ -299,11 +299,11 @@ struct unexpected {
   uint64_t size = 0;
   uint64_t id = 0;
   bool rndv = false;
-  bool complete = true;        // all fragments present
-  rndv_desc desc{};            // rndv: where the data is
+  bool complete = true;              // all fragments present
+  rndv_desc desc{};                  // rndv: where the data is
   std::vector<unsigned char> bytes;  // inline / fragment data
   size_t filled = 0;
-  bool claimed = false;        // FI_CLAIM'd by a peek
+  bool claimed = false;  // FI_CLAIM'd by a peek
   void* claim_context = nullptr;
 };
 
@@ -312,20 +312,20 @@ struct split_recv {
   posted_recv recv;
   iovec iov[iov_max];
   size_t count;
-  void* buf;           // completion buf (multi-receive)
-  rndv_desc desc;      // where the sender's data is
-  uint64_t first;      // [0, first) pulled by us; [first, n) the split part
-  uint64_t n;          // bytes that land
-  uint64_t size;       // the message's size
-  uint32_t slot;       // split slot in our region
+  void* buf;       // completion buf (multi-receive)
+  rndv_desc desc;  // where the sender's data is
+  uint64_t first;  // [0, first) pulled by us; [first, n) the split part
+  uint64_t n;      // bytes that land
+  uint64_t size;   // the message's size
+  uint32_t slot;   // split slot in our region
   uint32_t gen;
-  uint32_t src_slot;   // the sender's peer slot
-  uint64_t id;         // the sender's request id
+  uint32_t src_slot;  // the sender's peer slot
+  uint64_t id;        // the sender's request id
   uint64_t cq_flags;
   uint64_t tag, data;
   fi_addr_t src;
   uint64_t armed_at_us;
-  int err;             // from our own part
+  int err;  // from our own part
 };
 
 // A receive in progress: large message matched, fragments still arriving.
@@ -347,8 +347,8 @@ int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context);
 // Cross-memory attach: moves `len` bytes between a local and a remote iov
 // list, starting `off` bytes into both. Returns 0 or a positive FI_E* code
 // (FI_EIO: the process is gone; FI_EACCES: refused or not mapped).
-int cma_copy(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc, size_t off,
-             size_t len) noexcept;
+int cma_copy(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc,
+             size_t off, size_t len) noexcept;
 // Pulls [off, off + len) of a rendezvous message into iov. As cma_copy.
 int pull_desc(const rndv_desc& d, const iovec* iov, size_t count, size_t off, size_t len) noexcept;
 

@@ -47,8 +47,9 @@ bool ioc_valid(const fi_ioc* ioc, size_t count) noexcept {
 }
 
 ssize_t atomic_generic(ep& e, atomic_form form, const fi_ioc* iov, size_t count, const fi_ioc* cmp,
-                       size_t cmp_count, fi_ioc* res, size_t res_count, fi_addr_t dest, const fi_rma_ioc* riov,
-                       size_t rcount, fi_datatype dt, fi_op opc, void* context, uint64_t flags) noexcept {
+                       size_t cmp_count, fi_ioc* res, size_t res_count, fi_addr_t dest,
+                       const fi_rma_ioc* riov, size_t rcount, fi_datatype dt, fi_op opc, void* context,
+                       uint64_t flags) noexcept {
   if (!e.enabled) [[unlikely]]
     return -FI_EOPBADSTATE;
   if (!atomic_valid(form, opc, dt)) return -FI_EOPNOTSUPP;
@@ -61,7 +62,8 @@ ssize_t atomic_generic(ep& e, atomic_form form, const fi_ioc* iov, size_t count,
   if (form != atomic_form::base && (!res || ioc_count(res, res_count) != n || res_count > iov_max))
     return -FI_EINVAL;
   if (n == 0 || n > max_count(form, dt)) return -FI_EINVAL;
-  if ((opc != FI_ATOMIC_READ && !ioc_valid(iov, count)) || (form == atomic_form::compare && !ioc_valid(cmp, cmp_count)) ||
+  if ((opc != FI_ATOMIC_READ && !ioc_valid(iov, count)) ||
+      (form == atomic_form::compare && !ioc_valid(cmp, cmp_count)) ||
       (form != atomic_form::base && !ioc_valid(res, res_count)))
     return -FI_EINVAL;
   const uint64_t cq_flags = FI_ATOMIC | (form == atomic_form::base ? FI_WRITE : FI_READ);
@@ -156,7 +158,7 @@ void handle_atomic_cell(ep& e, cell* c) noexcept {
         h.len != sizeof d + operands * d.len) {
       err = FI_EINVAL;
     } else {
-      uint64_t access = (opc == FI_ATOMIC_READ) ? FI_REMOTE_READ
+      uint64_t access = (opc == FI_ATOMIC_READ)     ? FI_REMOTE_READ
                         : form == atomic_form::base ? FI_REMOTE_WRITE
                                                     : (FI_REMOTE_READ | FI_REMOTE_WRITE);
       void* target = nullptr;
@@ -202,8 +204,12 @@ int query_atomic(domain&, fi_datatype dt, fi_op opc, fi_atomic_attr* attr, uint6
 
 namespace {
 
-ep& E(fid_ep* f) { return ep_of(f); }
-fi_rma_ioc R(uint64_t addr, size_t count, uint64_t key) { return fi_rma_ioc{addr, count, key}; }
+ep& E(fid_ep* f) {
+  return ep_of(f);
+}
+fi_rma_ioc R(uint64_t addr, size_t count, uint64_t key) {
+  return fi_rma_ioc{addr, count, key};
+}
 
 ssize_t a_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t dest, uint64_t addr, uint64_t key,
                 fi_datatype dt, fi_op op, void* ctx) noexcept {
@@ -212,8 +218,8 @@ ssize_t a_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t dest,
   return atomic_generic(E(f), atomic_form::base, &v, 1, nullptr, 0, nullptr, 0, dest, &r, 1, dt, op, ctx,
                         tx_flags_of(f, E(f)));
 }
-ssize_t a_writev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
-                 fi_datatype dt, fi_op op, void* ctx) noexcept {
+ssize_t a_writev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_addr_t dest, uint64_t addr,
+                 uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
   fi_rma_ioc r = R(addr, iov ? ioc_count(iov, count) : 0, key);
   return atomic_generic(E(f), atomic_form::base, iov, count, nullptr, 0, nullptr, 0, dest, &r, 1, dt, op, ctx,
                         tx_flags_of(f, E(f)));
@@ -236,21 +242,22 @@ ssize_t a_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* resul
   fi_ioc v{const_cast<void*>(buf), count};
   fi_ioc res{result, count};
   fi_rma_ioc r = R(addr, count, key);
-  return atomic_generic(E(f), atomic_form::fetch, &v, buf ? 1 : 0, nullptr, 0, &res, 1, dest, &r, 1, dt, op, ctx,
-                        tx_flags_of(f, E(f)));
-}
-ssize_t a_readwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_ioc* resv, void**, size_t res_count,
-                     fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
-  fi_rma_ioc r = R(addr, resv ? ioc_count(resv, res_count) : 0, key);
-  return atomic_generic(E(f), atomic_form::fetch, iov, count, nullptr, 0, resv, res_count, dest, &r, 1, dt, op,
+  return atomic_generic(E(f), atomic_form::fetch, &v, buf ? 1 : 0, nullptr, 0, &res, 1, dest, &r, 1, dt, op,
                         ctx, tx_flags_of(f, E(f)));
+}
+ssize_t a_readwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_ioc* resv, void**,
+                     size_t res_count, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
+                     void* ctx) noexcept {
+  fi_rma_ioc r = R(addr, resv ? ioc_count(resv, res_count) : 0, key);
+  return atomic_generic(E(f), atomic_form::fetch, iov, count, nullptr, 0, resv, res_count, dest, &r, 1, dt,
+                        op, ctx, tx_flags_of(f, E(f)));
 }
 ssize_t a_readwritemsg(fid_ep* f, const fi_msg_atomic* m, fi_ioc* resv, void**, size_t res_count,
                        uint64_t flags) noexcept {
   if (!m) return -FI_EINVAL;
   if (!only(flags, atomic_flags_ok)) return -FI_EBADFLAGS;
-  return atomic_generic(E(f), atomic_form::fetch, m->msg_iov, m->iov_count, nullptr, 0, resv, res_count, m->addr,
-                        m->rma_iov, m->rma_iov_count, m->datatype, m->op, m->context, flags);
+  return atomic_generic(E(f), atomic_form::fetch, m->msg_iov, m->iov_count, nullptr, 0, resv, res_count,
+                        m->addr, m->rma_iov, m->rma_iov_count, m->datatype, m->op, m->context, flags);
 }
 ssize_t a_compwrite(fid_ep* f, const void* buf, size_t count, void*, const void* compare, void*, void* result,
                     void*, fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype dt, fi_op op,
@@ -266,15 +273,16 @@ ssize_t a_compwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, const f
                      size_t cmp_count, fi_ioc* resv, void**, size_t res_count, fi_addr_t dest, uint64_t addr,
                      uint64_t key, fi_datatype dt, fi_op op, void* ctx) noexcept {
   fi_rma_ioc r = R(addr, iov ? ioc_count(iov, count) : 0, key);
-  return atomic_generic(E(f), atomic_form::compare, iov, count, cmpv, cmp_count, resv, res_count, dest, &r, 1, dt,
-                        op, ctx, tx_flags_of(f, E(f)));
+  return atomic_generic(E(f), atomic_form::compare, iov, count, cmpv, cmp_count, resv, res_count, dest, &r, 1,
+                        dt, op, ctx, tx_flags_of(f, E(f)));
 }
 ssize_t a_compwritemsg(fid_ep* f, const fi_msg_atomic* m, const fi_ioc* cmpv, void**, size_t cmp_count,
                        fi_ioc* resv, void**, size_t res_count, uint64_t flags) noexcept {
   if (!m) return -FI_EINVAL;
   if (!only(flags, atomic_flags_ok)) return -FI_EBADFLAGS;
-  return atomic_generic(E(f), atomic_form::compare, m->msg_iov, m->iov_count, cmpv, cmp_count, resv, res_count,
-                        m->addr, m->rma_iov, m->rma_iov_count, m->datatype, m->op, m->context, flags);
+  return atomic_generic(E(f), atomic_form::compare, m->msg_iov, m->iov_count, cmpv, cmp_count, resv,
+                        res_count, m->addr, m->rma_iov, m->rma_iov_count, m->datatype, m->op, m->context,
+                        flags);
 }
 
 int valid(atomic_form form, fi_datatype dt, fi_op op, size_t* count) {
@@ -296,8 +304,8 @@ int a_compwritevalid(fid_ep*, fi_datatype dt, fi_op op, size_t* count) noexcept 
 }  // namespace
 
 fi_ops_atomic atomic_ops = {
-    sizeof(fi_ops_atomic), a_write,     a_writev,       a_writemsg,   a_inject,
-    a_readwrite,           a_readwritev, a_readwritemsg, a_compwrite,  a_compwritev,
+    sizeof(fi_ops_atomic), a_write,      a_writev,         a_writemsg,       a_inject,
+    a_readwrite,           a_readwritev, a_readwritemsg,   a_compwrite,      a_compwritev,
     a_compwritemsg,        a_writevalid, a_readwritevalid, a_compwritevalid,
 };
 

@@ -89,7 +89,8 @@ int sep_control(fid* f, int command, void*) noexcept {
   return 0;
 }
 
-fi_ops sep_fi_ops = {sizeof(fi_ops), sep_close, sep_bind, sep_control, fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
+fi_ops sep_fi_ops = {sizeof(fi_ops),  sep_close,    sep_bind,      sep_control,
+                     fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
 
 int open_context(sep& s, bool transmit, int index, const void* attr, fid_ep** out, void* context) {
   auto& slots = transmit ? s.tx : s.rx;
@@ -108,7 +109,7 @@ int open_context(sep& s, bool transmit, int index, const void* attr, fid_ep** ou
     if (a->caps) info->caps = (info->caps & ~(FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC)) | a->caps;
     if (info->rx_attr) info->rx_attr->op_flags = a->op_flags;
   }
-  std::string name = transmit ? s.name + "#t" + std::to_string(index)
+  std::string name = transmit     ? s.name + "#t" + std::to_string(index)
                      : index == 0 ? s.name
                                   : s.name + "#r" + std::to_string(index);
   auto e = make_ep(*s.dom, info.get(), context, transmit ? ep_role::tx_ctx : ep_role::rx_ctx, name);
@@ -131,12 +132,20 @@ int sep_rx_ctx(fid_ep* f, int index, fi_rx_attr* attr, fid_ep** rx, void* contex
   return guard([&] { return open_context(*sep::of(&f->fid), false, index, attr, rx, context); });
 }
 
-ssize_t sep_cancel(fid_t, void*) noexcept { return -FI_ENOENT; }
-int sep_getopt(fid_t, int, int, void*, size_t*) noexcept { return -FI_ENOPROTOOPT; }
-int sep_setopt(fid_t, int, int, const void*, size_t) noexcept { return -FI_ENOPROTOOPT; }
-ssize_t sep_size_left(fid_ep*) noexcept { return -FI_ENOSYS; }
+ssize_t sep_cancel(fid_t, void*) noexcept {
+  return -FI_ENOENT;
+}
+int sep_getopt(fid_t, int, int, void*, size_t*) noexcept {
+  return -FI_ENOPROTOOPT;
+}
+int sep_setopt(fid_t, int, int, const void*, size_t) noexcept {
+  return -FI_ENOPROTOOPT;
+}
+ssize_t sep_size_left(fid_ep*) noexcept {
+  return -FI_ENOSYS;
+}
 
-fi_ops_ep sep_ops = {sizeof(fi_ops_ep), sep_cancel, sep_getopt, sep_setopt,
+fi_ops_ep sep_ops = {sizeof(fi_ops_ep), sep_cancel, sep_getopt,    sep_setopt,
                      sep_tx_ctx,        sep_rx_ctx, sep_size_left, sep_size_left};
 
 int sep_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
@@ -177,16 +186,24 @@ fi_ops_cm sep_cm = {sizeof(fi_ops_cm),
 
 // Data moves on the contexts, never on the scalable endpoint itself.
 fi_ops_msg sep_msg = {sizeof(fi_ops_msg),
-                      WEFT_NOSYS(fi_ops_msg, recv),     WEFT_NOSYS(fi_ops_msg, recvv),
-                      WEFT_NOSYS(fi_ops_msg, recvmsg),  WEFT_NOSYS(fi_ops_msg, send),
-                      WEFT_NOSYS(fi_ops_msg, sendv),    WEFT_NOSYS(fi_ops_msg, sendmsg),
-                      WEFT_NOSYS(fi_ops_msg, inject),   WEFT_NOSYS(fi_ops_msg, senddata),
+                      WEFT_NOSYS(fi_ops_msg, recv),
+                      WEFT_NOSYS(fi_ops_msg, recvv),
+                      WEFT_NOSYS(fi_ops_msg, recvmsg),
+                      WEFT_NOSYS(fi_ops_msg, send),
+                      WEFT_NOSYS(fi_ops_msg, sendv),
+                      WEFT_NOSYS(fi_ops_msg, sendmsg),
+                      WEFT_NOSYS(fi_ops_msg, inject),
+                      WEFT_NOSYS(fi_ops_msg, senddata),
                       WEFT_NOSYS(fi_ops_msg, injectdata)};
 fi_ops_tagged sep_tagged = {sizeof(fi_ops_tagged),
-                            WEFT_NOSYS(fi_ops_tagged, recv),    WEFT_NOSYS(fi_ops_tagged, recvv),
-                            WEFT_NOSYS(fi_ops_tagged, recvmsg), WEFT_NOSYS(fi_ops_tagged, send),
-                            WEFT_NOSYS(fi_ops_tagged, sendv),   WEFT_NOSYS(fi_ops_tagged, sendmsg),
-                            WEFT_NOSYS(fi_ops_tagged, inject),  WEFT_NOSYS(fi_ops_tagged, senddata),
+                            WEFT_NOSYS(fi_ops_tagged, recv),
+                            WEFT_NOSYS(fi_ops_tagged, recvv),
+                            WEFT_NOSYS(fi_ops_tagged, recvmsg),
+                            WEFT_NOSYS(fi_ops_tagged, send),
+                            WEFT_NOSYS(fi_ops_tagged, sendv),
+                            WEFT_NOSYS(fi_ops_tagged, sendmsg),
+                            WEFT_NOSYS(fi_ops_tagged, inject),
+                            WEFT_NOSYS(fi_ops_tagged, senddata),
                             WEFT_NOSYS(fi_ops_tagged, injectdata)};
 
 // ------------------------------------------------------------------ shared transmit context
@@ -197,8 +214,8 @@ int stx_close(fid* f) noexcept {
   delete s;
   return 0;
 }
-fi_ops stx_fi_ops = {sizeof(fi_ops), stx_close, fid_no_bind, fid_no_control, fid_no_ops_open, fid_no_tostr,
-                     fid_no_ops_set};
+fi_ops stx_fi_ops = {sizeof(fi_ops),  stx_close,    fid_no_bind,   fid_no_control,
+                     fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
 fi_ops_ep stx_ops = {sizeof(fi_ops_ep),
                      WEFT_NOSYS(fi_ops_ep, cancel),
                      WEFT_NOSYS(fi_ops_ep, getopt),
@@ -212,10 +229,14 @@ fi_ops_ep stx_ops = {sizeof(fi_ops_ep),
 
 // Receive/transmit context (or RMA on a receive context): not available.
 fi_ops_rma rma_ops_none = {sizeof(fi_ops_rma),
-                           WEFT_NOSYS(fi_ops_rma, read),      WEFT_NOSYS(fi_ops_rma, readv),
-                           WEFT_NOSYS(fi_ops_rma, readmsg),   WEFT_NOSYS(fi_ops_rma, write),
-                           WEFT_NOSYS(fi_ops_rma, writev),    WEFT_NOSYS(fi_ops_rma, writemsg),
-                           WEFT_NOSYS(fi_ops_rma, inject),    WEFT_NOSYS(fi_ops_rma, writedata),
+                           WEFT_NOSYS(fi_ops_rma, read),
+                           WEFT_NOSYS(fi_ops_rma, readv),
+                           WEFT_NOSYS(fi_ops_rma, readmsg),
+                           WEFT_NOSYS(fi_ops_rma, write),
+                           WEFT_NOSYS(fi_ops_rma, writev),
+                           WEFT_NOSYS(fi_ops_rma, writemsg),
+                           WEFT_NOSYS(fi_ops_rma, inject),
+                           WEFT_NOSYS(fi_ops_rma, writedata),
                            WEFT_NOSYS(fi_ops_rma, injectdata)};
 fi_ops_atomic atomic_ops_none = {sizeof(fi_ops_atomic),
                                  WEFT_NOSYS(fi_ops_atomic, write),
@@ -240,7 +261,9 @@ void context_closed(ep& e) noexcept {
   if (e.ctx_index < slots.size() && slots[e.ctx_index] == &e) slots[e.ctx_index] = nullptr;
 }
 
-weft::av* context_av(ep& e) noexcept { return e.parent ? e.parent->av : nullptr; }
+weft::av* context_av(ep& e) noexcept {
+  return e.parent ? e.parent->av : nullptr;
+}
 
 int scalable_ep_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
   if (!info || !out) return -FI_EINVAL;
@@ -249,7 +272,8 @@ int scalable_ep_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
   size_t txc = info->ep_attr && info->ep_attr->tx_ctx_cnt ? info->ep_attr->tx_ctx_cnt : 1;
   size_t rxc = info->ep_attr && info->ep_attr->rx_ctx_cnt ? info->ep_attr->rx_ctx_cnt : 1;
   const fi_domain_attr* da = dom.info->domain_attr;
-  if (txc == FI_SHARED_CONTEXT || rxc == FI_SHARED_CONTEXT || txc > da->max_ep_tx_ctx || rxc > da->max_ep_rx_ctx)
+  if (txc == FI_SHARED_CONTEXT || rxc == FI_SHARED_CONTEXT || txc > da->max_ep_tx_ctx ||
+      rxc > da->max_ep_rx_ctx)
     return -FI_EINVAL;
   auto s = std::make_unique<sep>();
   s->info = info_dup(info);
@@ -295,11 +319,12 @@ int srx_open(domain& dom, fi_rx_attr* attr, fid_ep** out, void* context) {
   if (!out) return -FI_EINVAL;
   info_ptr info(info_alloc());
   if (!info) return -FI_ENOMEM;
-  info->caps = (attr && attr->caps) ? attr->caps : (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE);
+  info->caps =
+      (attr && attr->caps) ? attr->caps : (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE);
   if (attr) *info->rx_attr = *attr;
   auto e = make_ep(dom, info.get(), context, ep_role::srx, "");
   e->own_lock.set_enabled(true);  // endpoints bound to it may progress from several threads
-  e->enabled = true;               // receives may be posted at once
+  e->enabled = true;              // receives may be posted at once
   dom.users_.add();
   *out = &e.release()->fid_;
   return 0;

@@ -211,18 +211,24 @@ int ep_control(fid* f, int command, void* arg) noexcept {
         if (!arg) return -FI_EINVAL;
         uint64_t* flags = static_cast<uint64_t*>(arg);
         if ((*flags & FI_TRANSMIT) && (*flags & FI_RECV)) return -FI_EINVAL;
-        if (*flags & FI_TRANSMIT) *flags = FI_TRANSMIT | e.tx_op_flags;
-        else if (*flags & FI_RECV) *flags = FI_RECV | e.rx_op_flags;
-        else return -FI_EINVAL;
+        if (*flags & FI_TRANSMIT)
+          *flags = FI_TRANSMIT | e.tx_op_flags;
+        else if (*flags & FI_RECV)
+          *flags = FI_RECV | e.rx_op_flags;
+        else
+          return -FI_EINVAL;
         return 0;
       }
       case FI_SETOPSFLAG: {
         if (!arg) return -FI_EINVAL;
         uint64_t flags = *static_cast<uint64_t*>(arg);
         if ((flags & FI_TRANSMIT) && (flags & FI_RECV)) return -FI_EINVAL;
-        if (flags & FI_TRANSMIT) e.tx_op_flags = flags & ~FI_TRANSMIT;
-        else if (flags & FI_RECV) e.rx_op_flags = flags & ~FI_RECV;
-        else return -FI_EINVAL;
+        if (flags & FI_TRANSMIT)
+          e.tx_op_flags = flags & ~FI_TRANSMIT;
+        else if (flags & FI_RECV)
+          e.rx_op_flags = flags & ~FI_RECV;
+        else
+          return -FI_EINVAL;
         return 0;
       }
       case FI_ALIAS: {
@@ -246,7 +252,8 @@ int ep_control(fid* f, int command, void* arg) noexcept {
   });
 }
 
-fi_ops ep_fi_ops = {sizeof(fi_ops), ep_close, ep_bind, ep_control, fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
+fi_ops ep_fi_ops = {sizeof(fi_ops),  ep_close,     ep_bind,       ep_control,
+                    fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
 
 // ------------------------------------------------------------------ fi_ops_ep
 ssize_t ep_cancel(fid_t f, void* context) noexcept {
@@ -314,13 +321,21 @@ int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen
   }
 }
 
-int ep_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) noexcept { return -FI_ENOSYS; }
-int ep_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) noexcept { return -FI_ENOSYS; }
-ssize_t ep_rx_size_left(fid_ep*) noexcept { return -FI_ENOSYS; }
-ssize_t ep_tx_size_left(fid_ep*) noexcept { return -FI_ENOSYS; }
+int ep_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) noexcept {
+  return -FI_ENOSYS;
+}
+int ep_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) noexcept {
+  return -FI_ENOSYS;
+}
+ssize_t ep_rx_size_left(fid_ep*) noexcept {
+  return -FI_ENOSYS;
+}
+ssize_t ep_tx_size_left(fid_ep*) noexcept {
+  return -FI_ENOSYS;
+}
 
-fi_ops_ep ep_ops = {sizeof(fi_ops_ep), ep_cancel,        ep_getopt,       ep_setopt,
-                    ep_tx_ctx,         ep_rx_ctx,        ep_rx_size_left, ep_tx_size_left};
+fi_ops_ep ep_ops = {sizeof(fi_ops_ep), ep_cancel, ep_getopt,       ep_setopt,
+                    ep_tx_ctx,         ep_rx_ctx, ep_rx_size_left, ep_tx_size_left};
 
 // ------------------------------------------------------------------ fi_ops_cm
 int cm_setname(fid_t f, void* addr, size_t addrlen) noexcept {
@@ -353,15 +368,29 @@ int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
   return 0;
 }
 
-int cm_getpeer(fid_ep*, void*, size_t*) noexcept { return -FI_ENOSYS; }
-int cm_connect(fid_ep*, const void*, const void*, size_t) noexcept { return -FI_ENOSYS; }
-int cm_listen(fid_pep*) noexcept { return -FI_ENOSYS; }
-int cm_accept(fid_ep*, const void*, size_t) noexcept { return -FI_ENOSYS; }
-int cm_reject(fid_pep*, fid_t, const void*, size_t) noexcept { return -FI_ENOSYS; }
-int cm_shutdown(fid_ep*, uint64_t) noexcept { return -FI_ENOSYS; }
-int cm_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) noexcept { return -FI_ENOSYS; }
+int cm_getpeer(fid_ep*, void*, size_t*) noexcept {
+  return -FI_ENOSYS;
+}
+int cm_connect(fid_ep*, const void*, const void*, size_t) noexcept {
+  return -FI_ENOSYS;
+}
+int cm_listen(fid_pep*) noexcept {
+  return -FI_ENOSYS;
+}
+int cm_accept(fid_ep*, const void*, size_t) noexcept {
+  return -FI_ENOSYS;
+}
+int cm_reject(fid_pep*, fid_t, const void*, size_t) noexcept {
+  return -FI_ENOSYS;
+}
+int cm_shutdown(fid_ep*, uint64_t) noexcept {
+  return -FI_ENOSYS;
+}
+int cm_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) noexcept {
+  return -FI_ENOSYS;
+}
 
-fi_ops_cm cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer, cm_connect,
+fi_ops_cm cm_ops = {sizeof(fi_ops_cm), cm_setname, cm_getname, cm_getpeer,  cm_connect,
                     cm_listen,         cm_accept,  cm_reject,  cm_shutdown, cm_join};
 
 }  // namespace
@@ -386,9 +415,8 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_
   // FI_THREAD_DOMAIN / FI_THREAD_COMPLETION: the application serialises
   // access to the endpoint and the CQs that progress it, so no lock is taken
   // (with FI_THREAD_ENDPOINT another thread's CQ read may progress it).
-  e->own_lock.set_enabled(
-      !((dom.threading == FI_THREAD_DOMAIN || dom.threading == FI_THREAD_COMPLETION) &&
-        dom.data_progress != FI_PROGRESS_AUTO));
+  e->own_lock.set_enabled(!((dom.threading == FI_THREAD_DOMAIN || dom.threading == FI_THREAD_COMPLETION) &&
+                            dom.data_progress != FI_PROGRESS_AUTO));
 
   e->fid_.fid.fclass = role == ep_role::tx_ctx   ? FI_CLASS_TX_CTX
                        : role == ep_role::rx_ctx ? FI_CLASS_RX_CTX
@@ -399,8 +427,9 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_
   e->fid_.ops = &ep_ops;
   e->fid_.cm = &cm_ops;
   e->fid_.msg = role == ep_role::tx_ctx ? &msg_ops_tx : role == ep_role::endpoint ? &msg_ops : &msg_ops_rx;
-  e->fid_.tagged =
-      role == ep_role::tx_ctx ? &tagged_ops_tx : role == ep_role::endpoint ? &tagged_ops : &tagged_ops_rx;
+  e->fid_.tagged = role == ep_role::tx_ctx     ? &tagged_ops_tx
+                   : role == ep_role::endpoint ? &tagged_ops
+                                               : &tagged_ops_rx;
   e->fid_.rma = role == ep_role::endpoint || role == ep_role::tx_ctx ? &rma_ops : &rma_ops_none;
   e->fid_.atomic = role == ep_role::endpoint || role == ep_role::tx_ctx ? &atomic_ops : &atomic_ops_none;
   e->fid_.collective = nullptr;
@@ -429,13 +458,17 @@ int alias_control(fid* f, int command, void* arg) noexcept {
     own = *flags & ~(FI_TRANSMIT | FI_RECV);
   return 0;
 }
-int alias_bind(fid*, fid*, uint64_t) noexcept { return -FI_EINVAL; }
+int alias_bind(fid*, fid*, uint64_t) noexcept {
+  return -FI_EINVAL;
+}
 }  // namespace
 
-fi_ops alias_fi_ops = {sizeof(fi_ops), alias_close, alias_bind, alias_control, fid_no_ops_open, fid_no_tostr,
-                       fid_no_ops_set};
+fi_ops alias_fi_ops = {sizeof(fi_ops),  alias_close,  alias_bind,    alias_control,
+                       fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
 
-bool is_shm_ep(const fid* f) noexcept { return f && f->ops == &ep_fi_ops; }
+bool is_shm_ep(const fid* f) noexcept {
+  return f && f->ops == &ep_fi_ops;
+}
 
 int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context) {
   if (!info || !out) return -FI_EINVAL;

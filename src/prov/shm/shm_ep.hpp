@@ -56,8 +56,8 @@ struct stx;
 struct ep {
   fid_ep fid_;  // first
   ep_role role = ep_role::endpoint;
-  sep* parent = nullptr;   // tx/rx contexts: their scalable endpoint
-  size_t ctx_index = 0;    // tx/rx contexts: their index
+  sep* parent = nullptr;     // tx/rx contexts: their scalable endpoint
+  size_t ctx_index = 0;      // tx/rx contexts: their index
   stx* shared_tx = nullptr;  // bound shared transmit context
   ep* shared_rx = nullptr;   // bound shared receive context
   users users_;              // srx: endpoints bound to it
@@ -96,17 +96,17 @@ struct ep {
   std::unordered_map<std::string, std::unique_ptr<peer>> by_name;
   std::vector<peer*> by_index;
   std::vector<std::unique_ptr<peer>> retired;  // replaced peers: requests may still point at them
-  fi_addr_t src_cache[peer_slots];   // sender slot -> fi_addr (FI_SOURCE)
-  int32_t src_pid[peer_slots] = {};  // the pid the cached entry was for
+  fi_addr_t src_cache[peer_slots];             // sender slot -> fi_addr (FI_SOURCE)
+  int32_t src_pid[peer_slots] = {};            // the pid the cached entry was for
 
   rx_queues own_rx;
   rx_queues* rx = &own_rx;  // own_rx, or a shared receive context's (fi_srx_context)
   std::list<assembly> assemblies;
-  std::list<split_recv> splits;      // large receives copied in two parts
-  uint64_t split_busy = 0;           // bitmap of split slots in use (split_slots = 64)
+  std::list<split_recv> splits;  // large receives copied in two parts
+  uint64_t split_busy = 0;       // bitmap of split slots in use (split_slots = 64)
   uint32_t split_gen[split_slots] = {};
-  bool split_enabled = true;         // FI_SHM_SPLIT_COPY=0 turns it off
-  bool map_mr = true;                // FI_SHM_MAP_MR=0 turns it off (RMA through mapped backings)
+  bool split_enabled = true;  // FI_SHM_SPLIT_COPY=0 turns it off
+  bool map_mr = true;         // FI_SHM_MAP_MR=0 turns it off (RMA through mapped backings)
 
   std::unordered_map<uint64_t, std::unique_ptr<request>> pending;  // by id
   std::list<request*> outgoing;  // requests with cells still to push, in order
@@ -155,7 +155,9 @@ struct alias {
 };
 extern fi_ops alias_fi_ops;
 
-inline bool is_alias(const fid_ep* f) noexcept { return f->fid.ops == &alias_fi_ops; }
+inline bool is_alias(const fid_ep* f) noexcept {
+  return f->fid.ops == &alias_fi_ops;
+}
 inline ep& ep_of(fid_ep* f) noexcept {
   if (is_alias(f)) [[unlikely]]
     return *from_fid<alias>(f)->base;
@@ -187,8 +189,8 @@ inline peer* peer_of(ep& e, fi_addr_t addr) noexcept {
 
 // The fi_addr_t of the sender in peer slot `slot` (FI_SOURCE), cached per slot.
 inline fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept {
-  if (slot < peer_slots && e.src_cache[slot] != FI_ADDR_NOTAVAIL &&
-      e.src_pid[slot] == e.me.peers()[slot].pid) [[likely]]
+  if (slot < peer_slots && e.src_cache[slot] != FI_ADDR_NOTAVAIL && e.src_pid[slot] == e.me.peers()[slot].pid)
+      [[likely]]
     return e.src_cache[slot];
   return src_addr_slow(e, slot);
 }
@@ -254,15 +256,15 @@ void tx_done(ep& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t 
 void tx_fail(ep& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept;
 void rx_done(ep& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
              uint64_t tag, fi_addr_t src) noexcept;
-void rx_fail(ep& e, const posted_recv& r, uint64_t cq_flags, int err, size_t len, size_t olen,
-             uint64_t data, uint64_t tag, fi_addr_t src) noexcept;
+void rx_fail(ep& e, const posted_recv& r, uint64_t cq_flags, int err, size_t len, size_t olen, uint64_t data,
+             uint64_t tag, fi_addr_t src) noexcept;
 
 // ops tables (shm_msg.cpp, shm_rma.cpp, shm_atomic.cpp)
 extern fi_ops_msg msg_ops;
 extern fi_ops_tagged tagged_ops;
-extern fi_ops_msg msg_ops_tx, msg_ops_rx;        // contexts: one direction only
+extern fi_ops_msg msg_ops_tx, msg_ops_rx;  // contexts: one direction only
 extern fi_ops_tagged tagged_ops_tx, tagged_ops_rx;
-extern fi_ops_rma rma_ops_none;                    // receive contexts
+extern fi_ops_rma rma_ops_none;  // receive contexts
 extern fi_ops_atomic atomic_ops_none;
 
 // An ops-table entry that is not available on this kind of object.
@@ -284,8 +286,9 @@ int srx_open(domain& dom, fi_rx_attr* attr, fid_ep** out, void* context);
 int bind_shared(ep& e, fid* bfid, uint64_t flags);
 void unbind_shared(ep& e) noexcept;
 void context_closed(ep& e) noexcept;
-bool is_shm_ep(const fid* f) noexcept;   // an ep object of this provider (any role)     // a tx/rx context leaves its scalable endpoint
-weft::av* context_av(ep& e) noexcept;    // a context's scalable endpoint's AV
+bool is_shm_ep(const fid* f) noexcept;  // an ep object of this provider (any role)     // a tx/rx context
+                                        // leaves its scalable endpoint
+weft::av* context_av(ep& e) noexcept;   // a context's scalable endpoint's AV
 extern fi_ops_rma rma_ops;
 extern fi_ops_atomic atomic_ops;
 // Handlers run by progress for incoming RMA/atomic cells (shm_rma.cpp, shm_atomic.cpp).

@@ -19,11 +19,12 @@ constexpr size_t shm_addrlen = 64;  // FI_ADDR_STR slot size in AVs
 class shm_provider_t final : public provider {
 public:
   shm_provider_t() {
-    templates_.push_back(make_template({"shm", version(),
-                                        FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND |
-                                            FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV |
-                                            FI_RMA_EVENT | FI_SOURCE | FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_FENCE,
-                                        FI_ADDR_STR, FI_EP_RDM, FI_PROTO_SHM, shm::inject_max, 256, 16}));
+    templates_.push_back(
+        make_template({"shm", version(),
+                       FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
+                           FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_RMA_EVENT | FI_SOURCE |
+                           FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_FENCE,
+                       FI_ADDR_STR, FI_EP_RDM, FI_PROTO_SHM, shm::inject_max, 256, 16}));
   }
 
   ~shm_provider_t() override {

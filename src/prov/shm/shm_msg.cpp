@@ -14,8 +14,8 @@ namespace {
 constexpr uint64_t send_flags_ok = FI_COMPLETION | FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE |
                                    FI_DELIVERY_COMPLETE | FI_REMOTE_CQ_DATA | FI_FENCE | FI_MORE |
                                    FI_MATCH_COMPLETE | FI_TAGGED | FI_MSG | FI_SEND;
-constexpr uint64_t recv_flags_ok = FI_COMPLETION | FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MORE |
-                                   FI_TAGGED | FI_MSG | FI_RECV;
+constexpr uint64_t recv_flags_ok =
+    FI_COMPLETION | FI_MULTI_RECV | FI_PEEK | FI_CLAIM | FI_DISCARD | FI_MORE | FI_TAGGED | FI_MSG | FI_RECV;
 
 [[gnu::cold, gnu::noinline]] ssize_t unreachable(ep& e, fi_addr_t dest, void* context, uint64_t cq_flags,
                                                  uint64_t flags) {
@@ -192,8 +192,6 @@ bool ux_matches(ep& poster, const posted_recv& r, const unexpected& u) {
   return src != FI_ADDR_NOTAVAIL && e.av->index(src) == e.av->index(r.src);
 }
 
-
-
 // Delivers unexpected message `u` into receive `r` (whole buffer or the tail
 // of a multi-receive buffer at r.multi_off). Returns bytes consumed; the
 // caller removes u.
@@ -201,8 +199,8 @@ size_t deliver_unexpected(ep& poster, posted_recv& r, unexpected& u, bool discar
   // Completions, acks and source addresses belong to the endpoint the
   // message arrived on (not the same one as the poster's with an SRX).
   ep& e = u.owner ? *u.owner : poster;
-  uint64_t cq_flags = FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG) |
-                      ((u.flags & flag_remote_cq_data) ? FI_REMOTE_CQ_DATA : 0);
+  uint64_t cq_flags =
+      FI_RECV | (r.tagged ? FI_TAGGED : FI_MSG) | ((u.flags & flag_remote_cq_data) ? FI_REMOTE_CQ_DATA : 0);
   fi_addr_t src = (e.caps & FI_SOURCE) ? (u.src != FI_ADDR_NOTAVAIL ? u.src : src_addr_of(e, u.src_slot))
                                        : FI_ADDR_NOTAVAIL;
   iovec iov[iov_max];
@@ -248,7 +246,8 @@ void drop_ux(ep& e, std::list<unexpected>& list, std::list<unexpected>::iterator
 
 // An unexpected message whose fragments are still arriving: hand the
 // assembly over to the receive.
-bool adopt_incomplete(ep& poster, posted_recv& r, std::list<unexpected>& list, std::list<unexpected>::iterator it) {
+bool adopt_incomplete(ep& poster, posted_recv& r, std::list<unexpected>& list,
+                      std::list<unexpected>::iterator it) {
   ep& e = it->owner ? *it->owner : poster;
   for (auto& a : e.assemblies) {
     if (!a.to_unexpected || a.ux != &*it) continue;
@@ -278,8 +277,10 @@ ssize_t peek_claim(ep& e, posted_recv& r, uint64_t flags) {
       ep& o = it->owner ? *it->owner : e;
       fi_addr_t src = (o.caps & FI_SOURCE) ? src_addr_of(o, it->src_slot) : FI_ADDR_NOTAVAIL;
       if (flags & FI_DISCARD) {
-        if (it->rndv) send_ack(o, it->src_slot, it->id, 0);
-        else if (it->flags & flag_want_ack) send_ack(o, it->src_slot, it->id, 0);
+        if (it->rndv)
+          send_ack(o, it->src_slot, it->id, 0);
+        else if (it->flags & flag_want_ack)
+          send_ack(o, it->src_slot, it->id, 0);
         rx_done(o, r, cq_flags, it->size, nullptr, it->data, it->tag, src);
         drop_ux(e, list, it);
         return 0;
@@ -380,7 +381,9 @@ ssize_t recv_generic(ep& e, const iovec* iov, size_t count, fi_addr_t src, uint6
 }
 
 // ------------------------------------------------------------------ entry points
-inline iovec one(const void* buf, size_t len) { return iovec{const_cast<void*>(buf), len}; }
+inline iovec one(const void* buf, size_t len) {
+  return iovec{const_cast<void*>(buf), len};
+}
 
 ssize_t m_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, void* ctx) noexcept {
   ep& e = ep_of(f);
@@ -424,7 +427,8 @@ ssize_t m_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data,
 }
 ssize_t m_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest) noexcept {
   iovec v = one(buf, len);
-  return send_generic<false>(ep_of(f), &v, 1, dest, 0, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
+  return send_generic<false>(ep_of(f), &v, 1, dest, 0, data, nullptr,
+                             FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
 }
 
 ssize_t t_recv(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag, uint64_t ignore,
@@ -476,15 +480,17 @@ ssize_t t_senddata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data,
 ssize_t t_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                      uint64_t tag) noexcept {
   iovec v = one(buf, len);
-  return send_generic<true>(ep_of(f), &v, 1, dest, tag, data, nullptr, FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
+  return send_generic<true>(ep_of(f), &v, 1, dest, tag, data, nullptr,
+                            FI_INJECT | FI_REMOTE_CQ_DATA | flag_no_cq);
 }
 
 }  // namespace
 
-fi_ops_msg msg_ops = {sizeof(fi_ops_msg), m_recv,   m_recvv,    m_recvmsg,  m_send,
-                      m_sendv,            m_sendmsg, m_inject, m_senddata, m_injectdata};
-fi_ops_tagged tagged_ops = {sizeof(fi_ops_tagged), t_recv,   t_recvv,    t_recvmsg,  t_send,
-                            t_sendv,               t_sendmsg, t_inject, t_senddata, t_injectdata};
+fi_ops_msg msg_ops = {sizeof(fi_ops_msg), m_recv,   m_recvv,    m_recvmsg,   m_send, m_sendv,
+                      m_sendmsg,          m_inject, m_senddata, m_injectdata};
+fi_ops_tagged tagged_ops = {
+    sizeof(fi_ops_tagged), t_recv, t_recvv, t_recvmsg, t_send, t_sendv, t_sendmsg, t_inject, t_senddata,
+    t_injectdata};
 
 // Contexts of scalable endpoints move data one way only.
 fi_ops_msg msg_ops_tx = {sizeof(fi_ops_msg),

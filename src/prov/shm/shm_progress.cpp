@@ -200,7 +200,9 @@ cell* claim_to_slow(ep& e, peer& p) noexcept {
   return c;
 }
 
-void fill_src(ep&, peer& p, cell* c) noexcept { c->h.src = p.slot; }
+void fill_src(ep&, peer& p, cell* c) noexcept {
+  c->h.src = p.slot;
+}
 
 namespace {
 // Fills a claimed cell of p's queue from h and the payload, and commits it.
@@ -236,7 +238,6 @@ bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t 
     return false;
   }
 }
-
 
 void send_ack(ep& e, uint32_t slot, uint64_t id, int err) noexcept {
   peer* p = sender_of(e, slot);
@@ -303,8 +304,8 @@ void rx_done(ep& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* b
   if (e.cntr_recv) cntr_inc(e.cntr_recv);
 }
 
-void rx_fail(ep& e, const posted_recv& r, uint64_t cq_flags, int err, size_t len, size_t olen,
-             uint64_t data, uint64_t tag, fi_addr_t src) noexcept {
+void rx_fail(ep& e, const posted_recv& r, uint64_t cq_flags, int err, size_t len, size_t olen, uint64_t data,
+             uint64_t tag, fi_addr_t src) noexcept {
   if (e.rx_cq) {
     fi_cq_err_entry ee{};
     ee.op_context = r.context;
@@ -347,7 +348,8 @@ std::list<posted_recv>::iterator find_recv(ep& e, bool tagged, uint64_t tag, uin
 }
 
 uint64_t recv_flags(bool tagged, uint32_t cell_flags) {
-  return FI_RECV | (tagged ? FI_TAGGED : FI_MSG) | ((cell_flags & flag_remote_cq_data) ? FI_REMOTE_CQ_DATA : 0);
+  return FI_RECV | (tagged ? FI_TAGGED : FI_MSG) |
+         ((cell_flags & flag_remote_cq_data) ? FI_REMOTE_CQ_DATA : 0);
 }
 
 // Where the next message lands in a posted receive: the whole buffer, or the
@@ -406,7 +408,6 @@ void deliver_bytes(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::
     rx_done(e, r, flags, n, l.buf, cq_data, tag, src);
 }
 
-
 void finish_split(ep& e, split_recv& s, int err) {
   e.split_busy &= ~(uint64_t{1} << s.slot);
   send_ack(e, s.src_slot, s.id, err);
@@ -435,7 +436,8 @@ void poll_splits(ep& e) {
       mine = true;
     } else if (st == split_armed && now_us() - s.armed_at_us > split_patience_us) {
       uint32_t expect = split_word(s.gen, split_armed);
-      mine = word.compare_exchange_strong(expect, split_word(s.gen, split_receiver), std::memory_order_acq_rel);
+      mine =
+          word.compare_exchange_strong(expect, split_word(s.gen, split_receiver), std::memory_order_acq_rel);
       if (!mine) {
         ++it;
         continue;  // the sender took it just now
@@ -628,8 +630,8 @@ bool handle_message(ep& e, cell* c) {
   if (it != list.end()) {
     switch (h.opcode) {
       case op::msg:
-        deliver_bytes(e, list, it, tagged, (h.flags & flag_inline) ? h.inl : c->payload, h.size, h.flags, h.tag,
-                      data, src);
+        deliver_bytes(e, list, it, tagged, (h.flags & flag_inline) ? h.inl : c->payload, h.size, h.flags,
+                      h.tag, data, src);
         if (h.flags & flag_want_ack) send_ack(e, h.src, h.id, 0);
         return true;
       case op::rndv: {

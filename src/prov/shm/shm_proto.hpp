@@ -35,13 +35,13 @@ inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
 inline constexpr uint32_t proto_version = 3;
 
-inline constexpr size_t name_max = 64;          // an endpoint name, NUL included
-inline constexpr size_t inject_max = 4096;      // payload bytes in one cell
-inline constexpr uint32_t queue_cells = 256;    // ring depth (power of two)
-inline constexpr uint32_t peer_slots = 256;     // senders one endpoint can hear from
+inline constexpr size_t name_max = 64;            // an endpoint name, NUL included
+inline constexpr size_t inject_max = 4096;        // payload bytes in one cell
+inline constexpr uint32_t queue_cells = 256;      // ring depth (power of two)
+inline constexpr uint32_t peer_slots = 256;       // senders one endpoint can hear from
 inline constexpr uint32_t mr_table_slots = 8192;  // registrations per domain (power of two)
 inline constexpr size_t iov_max = 4;
-inline constexpr size_t eager_max = 262144;      // larger messages use a CMA rendezvous (split)
+inline constexpr size_t eager_max = 262144;  // larger messages use a CMA rendezvous (split)
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -50,32 +50,32 @@ static_assert((mr_table_slots & (mr_table_slots - 1)) == 0);
 
 // ---------------------------------------------------------------- commands
 enum class op : uint8_t {
-  nop = 0,        // a cell abandoned by a dead producer
-  msg = 1,        // a whole message inline (size <= inject_max)
-  rndv = 2,       // a large message: payload is an rndv_desc; the receiver pulls with CMA
-  frag = 3,       // a large message without CMA: one piece, at `offset`
-  ack = 4,        // receiver -> sender: message `id` delivered (err in `data`)
-  write = 5,      // RMA write carried in cells (no CMA): rma_desc + data at `offset`
-  read_req = 6,   // RMA read request without CMA: rma_desc; target answers read_resp
-  read_resp = 7,  // data for read `id` at `offset`; err in `data` (last piece carries flag_last)
-  notify = 8,     // remote side of a CMA RMA write: remote CQ data / counters
-  atomic = 9,     // atomic request: atomic_desc + operands
+  nop = 0,           // a cell abandoned by a dead producer
+  msg = 1,           // a whole message inline (size <= inject_max)
+  rndv = 2,          // a large message: payload is an rndv_desc; the receiver pulls with CMA
+  frag = 3,          // a large message without CMA: one piece, at `offset`
+  ack = 4,           // receiver -> sender: message `id` delivered (err in `data`)
+  write = 5,         // RMA write carried in cells (no CMA): rma_desc + data at `offset`
+  read_req = 6,      // RMA read request without CMA: rma_desc; target answers read_resp
+  read_resp = 7,     // data for read `id` at `offset`; err in `data` (last piece carries flag_last)
+  notify = 8,        // remote side of a CMA RMA write: remote CQ data / counters
+  atomic = 9,        // atomic request: atomic_desc + operands
   atomic_resp = 10,  // atomic result for `id`: err in `data`, fetched values inline
-  cts = 11,       // receiver -> sender of rndv `id`: push a part of the message (cts_desc)
-  write_help = 12,  // initiator -> target of a mapped RMA write: copy a part yourself (help_desc)
+  cts = 11,          // receiver -> sender of rndv `id`: push a part of the message (cts_desc)
+  write_help = 12,   // initiator -> target of a mapped RMA write: copy a part yourself (help_desc)
   max_op
 };
 
 // cell_hdr::flags
-inline constexpr uint32_t flag_tagged = 1u << 0;       // tagged message
+inline constexpr uint32_t flag_tagged = 1u << 0;          // tagged message
 inline constexpr uint32_t flag_remote_cq_data = 1u << 1;  // `data` is remote CQ data
-inline constexpr uint32_t flag_want_ack = 1u << 2;     // sender waits for op::ack (delivery complete)
-inline constexpr uint32_t flag_first = 1u << 3;        // first fragment (carries the header fields)
-inline constexpr uint32_t flag_last = 1u << 4;         // last fragment / response piece
-inline constexpr uint32_t flag_read = 1u << 5;         // notify: the RMA was a read
-inline constexpr uint32_t flag_fetch = 1u << 6;        // atomic: fetch form
-inline constexpr uint32_t flag_compare = 1u << 7;      // atomic: compare form
-inline constexpr uint32_t flag_inline = 1u << 8;       // msg: the payload is in cell_hdr::inl
+inline constexpr uint32_t flag_want_ack = 1u << 2;        // sender waits for op::ack (delivery complete)
+inline constexpr uint32_t flag_first = 1u << 3;           // first fragment (carries the header fields)
+inline constexpr uint32_t flag_last = 1u << 4;            // last fragment / response piece
+inline constexpr uint32_t flag_read = 1u << 5;            // notify: the RMA was a read
+inline constexpr uint32_t flag_fetch = 1u << 6;           // atomic: fetch form
+inline constexpr uint32_t flag_compare = 1u << 7;         // atomic: compare form
+inline constexpr uint32_t flag_inline = 1u << 8;          // msg: the payload is in cell_hdr::inl
 
 // One cell of a receive queue. The header is one cache line; a message of
 // up to inline_max bytes travels inside it (flag_inline), so a small send
@@ -85,29 +85,30 @@ inline constexpr size_t inline_max = 16;
 struct cell_hdr {
   std::atomic<uint64_t> seq;  // ring sequence (see queue)
   op opcode;
-  uint8_t atomic_op;          // enum fi_op, for op::atomic
-  uint8_t datatype;           // enum fi_datatype, for op::atomic
+  uint8_t atomic_op;  // enum fi_op, for op::atomic
+  uint8_t datatype;   // enum fi_datatype, for op::atomic
   uint8_t reserved0;
-  uint16_t src;               // the sender's slot in the receiver's peer table
-  uint16_t flags;             // flag_*
+  uint16_t src;    // the sender's slot in the receiver's peer table
+  uint16_t flags;  // flag_*
   uint64_t tag;
-  uint64_t data;              // remote CQ data, or an error code in responses
-  uint64_t size;              // whole message / RMA / atomic length in bytes
+  uint64_t data;  // remote CQ data, or an error code in responses
+  uint64_t size;  // whole message / RMA / atomic length in bytes
   union {
     struct {
-      uint64_t id;            // the sender's request id, echoed in responses
-      uint32_t len;           // bytes valid in payload
+      uint64_t id;   // the sender's request id, echoed in responses
+      uint32_t len;  // bytes valid in payload
       uint32_t reserved1;
     };
     unsigned char inl[inline_max];  // flag_inline: the message itself
   };
-  int32_t producer;           // pid of the producer that claimed the cell
+  int32_t producer;  // pid of the producer that claimed the cell
   uint32_t reserved2;
 };
 static_assert(std::is_standard_layout_v<cell_hdr>);
 static_assert(sizeof(cell_hdr) == cacheline);
-static_assert(offsetof(cell_hdr, src) == 12 && offsetof(cell_hdr, flags) == 14 && offsetof(cell_hdr, tag) == 16 &&
-              offsetof(cell_hdr, id) == 40 && offsetof(cell_hdr, inl) == 40 && offsetof(cell_hdr, len) == 48 &&
+static_assert(offsetof(cell_hdr, src) == 12 && offsetof(cell_hdr, flags) == 14 &&
+              offsetof(cell_hdr, tag) == 16 && offsetof(cell_hdr, id) == 40 &&
+              offsetof(cell_hdr, inl) == 40 && offsetof(cell_hdr, len) == 48 &&
               offsetof(cell_hdr, producer) == 56);
 static_assert(peer_slots <= 65536, "src is 16 bits");
 
@@ -149,20 +150,22 @@ struct split_slot {
   uint32_t reserved[15];
 };
 static_assert(sizeof(split_slot) == cacheline);
-inline constexpr uint32_t split_word(uint32_t gen, split_state st) { return gen << 3 | st; }
+inline constexpr uint32_t split_word(uint32_t gen, split_state st) {
+  return gen << 3 | st;
+}
 
 // Payload of op::cts.
 struct cts_desc {
   uint32_t slot;
   uint32_t gen;
-  int32_t pid;       // the receiver
+  int32_t pid;  // the receiver
   uint32_t iov_count;
-  uint64_t offset;   // the part the sender pushes: [offset, offset + len) of the message
+  uint64_t offset;  // the part the sender pushes: [offset, offset + len) of the message
   uint64_t len;
   struct {
     uint64_t base;
     uint64_t len;
-  } iov[iov_max];    // the whole receive buffer
+  } iov[iov_max];  // the whole receive buffer
 };
 static_assert(std::is_standard_layout_v<cts_desc> && sizeof(cts_desc) == 96);
 
@@ -180,7 +183,7 @@ enum help_mode : uint32_t { help_mapped = 1, help_cma = 2 };
 struct help_desc {
   uint32_t slot;
   uint32_t gen;
-  uint32_t mode;      // help_mode
+  uint32_t mode;  // help_mode
   uint32_t reserved;
   uint64_t src_key;   // help_mapped: the initiator's registration holding the source
   uint64_t src;       // help_mapped: offset in that registration; help_cma: the initiator's address
@@ -194,8 +197,8 @@ static_assert(std::is_standard_layout_v<help_desc> && sizeof(help_desc) == 56);
 struct rma_desc {
   uint64_t addr;  // target address (as the target's registration names it)
   uint64_t key;
-  uint64_t len;   // bytes covered by this request
-  uint64_t count; // atomic: element count
+  uint64_t len;    // bytes covered by this request
+  uint64_t count;  // atomic: element count
 };
 static_assert(sizeof(rma_desc) == 32);
 
@@ -205,18 +208,18 @@ enum region_state : uint32_t { state_init = 0, state_ready = 1, state_closed = 2
 struct alignas(cacheline) region_hdr {
   uint64_t magic;
   uint32_t version;
-  int32_t pid;                    // the owner
-  std::atomic<uint32_t> state;    // region_state
+  int32_t pid;                  // the owner
+  std::atomic<uint32_t> state;  // region_state
   uint32_t queue_cells;
   uint32_t cell_size;
   uint32_t peer_slots;
-  uint64_t size;                  // bytes mapped
-  uint64_t peers_off;             // offset of the peer table
-  uint64_t queue_off;             // offset of the cells
+  uint64_t size;       // bytes mapped
+  uint64_t peers_off;  // offset of the peer table
+  uint64_t queue_off;  // offset of the cells
   uint32_t inject_size;
-  uint32_t cma;                   // the owner may be accessed with CMA (1) or not (0)
-  char name[name_max];            // the endpoint's name
-  char domain_region[name_max];   // file name of the owner's domain region
+  uint32_t cma;                      // the owner may be accessed with CMA (1) or not (0)
+  char name[name_max];               // the endpoint's name
+  char domain_region[name_max];      // file name of the owner's domain region
   std::atomic<uint32_t> rma_events;  // the owner wants notify for RMA it is the target of
   uint32_t reserved[15];
 };
@@ -236,7 +239,7 @@ struct peer_slot {
   std::atomic<uint32_t> state;  // 0 free, 1 being written, 2 valid
   int32_t pid;
   uint64_t reserved;
-  char name[name_max];          // the sender's endpoint name (NUL terminated)
+  char name[name_max];  // the sender's endpoint name (NUL terminated)
 };
 static_assert(sizeof(peer_slot) == name_max + 16);
 
@@ -250,7 +253,7 @@ static_assert(region_peers_off % cacheline == 0 && region_queue_off % cacheline 
 // guarded by a sequence lock (odd while being written).
 struct mr_slot {
   std::atomic<uint64_t> seq;
-  uint32_t state;     // 0 never used, 1 live, 2 removed (a tombstone)
+  uint32_t state;  // 0 never used, 1 live, 2 removed (a tombstone)
   uint32_t reserved;
   mr_entry entry;
 };
@@ -283,8 +286,12 @@ inline constexpr size_t domain_region_size = domain_table_off + size_t{mr_table_
 // to it; the generation changes whenever a new duplicate is made, so a
 // mapping cached under one generation is never used for another file.
 inline constexpr uint64_t backing_valid = 1ULL << 63;
-inline uint32_t backing_gen(uint64_t prov0) { return static_cast<uint32_t>(prov0 >> 32) & 0x7fffffffu; }
-inline int backing_fd(uint64_t prov0) { return static_cast<int>(static_cast<uint32_t>(prov0)); }
+inline uint32_t backing_gen(uint64_t prov0) {
+  return static_cast<uint32_t>(prov0 >> 32) & 0x7fffffffu;
+}
+inline int backing_fd(uint64_t prov0) {
+  return static_cast<int>(static_cast<uint32_t>(prov0));
+}
 
 inline uint32_t mr_hash(uint64_t key) noexcept {
   key ^= key >> 33;

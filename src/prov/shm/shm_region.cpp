@@ -1,8 +1,8 @@
 // prov/shm: region files, the receive queue, and the published registration table.
 #include <cpuid.h>
 #include <dirent.h>
-#include <pthread.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -53,7 +53,9 @@ owned_files& owned() {
 }
 }  // namespace
 
-std::string shm_address(const std::string& name) { return shm_prefix + name; }
+std::string shm_address(const std::string& name) {
+  return shm_prefix + name;
+}
 
 std::string shm_name_of(const void* addr, size_t len) {
   if (!addr || !len) return {};
@@ -132,7 +134,9 @@ void mapping::reset() noexcept {
 // forked child.
 namespace {
 std::atomic<int32_t> cached_pid{0};
-void forget_pid() { cached_pid.store(0, std::memory_order_relaxed); }
+void forget_pid() {
+  cached_pid.store(0, std::memory_order_relaxed);
+}
 }  // namespace
 
 int32_t self_pid() noexcept {
@@ -179,7 +183,8 @@ bool cma_usable() noexcept {
       bool got = fscanf(f, "%d", &scope) == 1;
       fclose(f);
       if (got && scope > 0) {
-        WEFT_DEBUG(FI_LOG_CORE, "shm: yama ptrace_scope %d refuses CMA between peers; using bounce buffers", scope);
+        WEFT_DEBUG(FI_LOG_CORE, "shm: yama ptrace_scope %d refuses CMA between peers; using bounce buffers",
+                   scope);
         return false;
       }
     }
@@ -206,8 +211,7 @@ void remove_stale_regions() noexcept {
     int32_t pid = 0;
     bool stale = false;
     if (pread(fd, &magic, sizeof magic, 0) == sizeof magic &&
-        (magic == region_magic || magic == domain_magic) &&
-        pread(fd, &pid, sizeof pid, 12) == sizeof pid)
+        (magic == region_magic || magic == domain_magic) && pread(fd, &pid, sizeof pid, 12) == sizeof pid)
       stale = pid > 0 && !pid_alive(pid);
     ::close(fd);
     if (stale) {
@@ -276,7 +280,9 @@ cell* queue_stalled(region_view r) noexcept {
   return c;
 }
 
-void queue_release(region_view r, cell*) noexcept { queue_release_n(r, 1); }
+void queue_release(region_view r, cell*) noexcept {
+  queue_release_n(r, 1);
+}
 
 // ------------------------------------------------------------------ registrations
 namespace {
@@ -318,7 +324,9 @@ shm_domain& shm_domain::of(domain& d) {
 }
 
 namespace {
-mr_slot* table(unsigned char* base) { return reinterpret_cast<mr_slot*>(base + domain_table_off); }
+mr_slot* table(unsigned char* base) {
+  return reinterpret_cast<mr_slot*>(base + domain_table_off);
+}
 
 void write_slot(mr_slot& s, uint32_t state, const mr_entry* e) noexcept {
   // Sequence lock: odd while writing. The acquire RMW keeps the data writes
@@ -533,8 +541,8 @@ bool lookup_mr(const unsigned char* base, uint64_t key, mr_entry* out) noexcept 
 }
 
 // ------------------------------------------------------------------ cross-memory attach
-int cma_copy(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc, size_t off,
-             size_t len) noexcept {
+int cma_copy(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc,
+             size_t off, size_t len) noexcept {
   // Both lists are cut to [off + done, off + len): process_vm_* may move
   // less than asked, and then the copy resumes where it stopped.
   auto cut = [](const iovec* v, size_t c, size_t skip, size_t want, iovec* out, size_t& oc) {
@@ -556,7 +564,8 @@ int cma_copy(bool write, int32_t pid, const iovec* local, size_t lc, const iovec
     cut(local, lc, off + done, len - done, l2, l2c);
     cut(remote, rc, off + done, len - done, r2, r2c);
     if (!l2c || !r2c) return FI_EINVAL;
-    ssize_t n = write ? process_vm_writev(pid, l2, l2c, r2, r2c, 0) : process_vm_readv(pid, l2, l2c, r2, r2c, 0);
+    ssize_t n =
+        write ? process_vm_writev(pid, l2, l2c, r2, r2c, 0) : process_vm_readv(pid, l2, l2c, r2, r2c, 0);
     if (n <= 0) return errno == ESRCH ? FI_EIO : FI_EACCES;
     done += static_cast<size_t>(n);
   }

@@ -75,8 +75,9 @@ unsigned char* mapped_mr(peer& p, const mr_entry& me) noexcept {
   const int seals = fd >= 0 ? fcntl(fd, F_GET_SEALS) : -1;
   // Trust nothing the table says: same inode, regular file, sealed against
   // shrinking (so the mapping can never fault), and long enough.
-  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_ino) == me.prov[2] &&
-      seals >= 0 && (seals & F_SEAL_SHRINK) && static_cast<uint64_t>(st.st_size) >= off + len) {
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      static_cast<uint64_t>(st.st_ino) == me.prov[2] && seals >= 0 && (seals & F_SEAL_SHRINK) &&
+      static_cast<uint64_t>(st.st_size) >= off + len) {
     void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base != MAP_FAILED) {
       m.base = static_cast<unsigned char*>(base);
@@ -125,7 +126,8 @@ int resolve_remote(peer& p, const fi_rma_iov* riov, size_t rcount, uint64_t acce
   }
   if (all_mapped)
     for (size_t j = 0; j < n; ++j)
-      remote[j].iov_base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(remote[j].iov_base) + shift[j]);
+      remote[j].iov_base =
+          reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(remote[j].iov_base) + shift[j]);
   *mapped = all_mapped;
   *nremote = n;
   return 0;
@@ -152,7 +154,8 @@ bool local_backing(ep& e, void* desc, const void* buf, size_t len, uint64_t* key
   if (!desc || !e.dom->mrs || e.dom->mrs->check_local(desc, buf, len, 0, key) != 0) return false;
   auto& sd = shm_domain::of(*e.dom);
   mr_entry me;
-  if (!lookup_mr(sd.region.base(), *key, &me) || !(me.prov[0] & backing_valid) || me.iov_count != 1) return false;
+  if (!lookup_mr(sd.region.base(), *key, &me) || !(me.prov[0] & backing_valid) || me.iov_count != 1)
+    return false;
   *off = reinterpret_cast<uintptr_t>(buf) - me.seg[0].addr;
   return true;
 }
@@ -218,7 +221,8 @@ int split_write(ep& e, peer& p, bool mapped, void* dst, const unsigned char* src
 }
 
 ssize_t rma_generic(ep& e, bool write, const iovec* iov, void* const* desc, size_t count, fi_addr_t addr,
-                    const fi_rma_iov* riov, size_t rcount, uint64_t data, void* context, uint64_t flags) noexcept {
+                    const fi_rma_iov* riov, size_t rcount, uint64_t data, void* context,
+                    uint64_t flags) noexcept {
   if (!e.enabled) [[unlikely]]
     return -FI_EOPBADSTATE;
   if (count > iov_max || rcount > iov_max || !rcount || (count && !iov) || !riov || !iov_valid(iov, count))
@@ -251,15 +255,15 @@ ssize_t rma_generic(ep& e, bool write, const iovec* iov, void* const* desc, size
   help_desc offer{};
   offer.dst_key = riov[0].key;
   offer.dst_addr = riov[0].addr;
-  const bool split = write && len >= split_min && e.split_enabled && count == 1 && nremote == 1 && rcount == 1 &&
-                     e.split_busy != ~uint64_t{0};
+  const bool split = write && len >= split_min && e.split_enabled && count == 1 && nremote == 1 &&
+                     rcount == 1 && e.split_busy != ~uint64_t{0};
   if (split && mapped && desc && local_backing(e, desc[0], iov[0].iov_base, len, &offer.src_key, &offer.src))
     offer.mode = help_mapped;
   else if (split && !mapped && p->cma && e.cma)
     offer.mode = help_cma;  // the target pulls its part from us with process_vm_readv
   if (offer.mode) {
-    if (int err = split_write(e, *p, mapped, remote[0].iov_base, static_cast<const unsigned char*>(iov[0].iov_base),
-                              len, offer)) {
+    if (int err = split_write(e, *p, mapped, remote[0].iov_base,
+                              static_cast<const unsigned char*>(iov[0].iov_base), len, offer)) {
       tx_fail(e, context, cq_flags, flags, err, 0);
       return 0;
     }
@@ -392,8 +396,9 @@ void handle_write_help(ep& e, const cell* c) noexcept {
     mr_entry me;
     if (d.mode == help_mapped) {
       // The source against the initiator's published table.
-      if (e.map_mr && map_domain(*p) && lookup_mr(p->domain_region.base(), d.src_key, &me) && me.iov_count == 1 &&
-          (me.flags & mr_entry_enabled) && d.src <= me.seg[0].len && d.len <= me.seg[0].len - d.src) {
+      if (e.map_mr && map_domain(*p) && lookup_mr(p->domain_region.base(), d.src_key, &me) &&
+          me.iov_count == 1 && (me.flags & mr_entry_enabled) && d.src <= me.seg[0].len &&
+          d.len <= me.seg[0].len - d.src) {
         if (const unsigned char* src = mapped_mr(*p, me)) {
           memcpy(dst, src + d.src, d.len);
           ok = true;
@@ -472,7 +477,8 @@ void handle_rma_cell(ep& e, cell* c) noexcept {
         finish_request(e, r->id);
         return;
       }
-      if (h.tag <= r->len) iov_copy_to(r->iov, r->iov_count, h.tag, c->payload, std::min<size_t>(h.len, r->len - h.tag));
+      if (h.tag <= r->len)
+        iov_copy_to(r->iov, r->iov_count, h.tag, c->payload, std::min<size_t>(h.len, r->len - h.tag));
       r->received += h.len;
       if (h.flags & flag_last) {
         if (r->needs_completion) tx_done(e, r->context, r->flags, r->op_flags, r->len);
@@ -494,8 +500,8 @@ ssize_t r_read(fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t src, uint
   fi_rma_iov r{addr, len, key};
   return rma_generic(e, false, &v, &desc, 1, src, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
-ssize_t r_readv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t addr, uint64_t key,
-                void* ctx) noexcept {
+ssize_t r_readv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t src, uint64_t addr,
+                uint64_t key, void* ctx) noexcept {
   ep& e = ep_of(f);
   fi_rma_iov r{addr, iov_total(iov, count), key};
   return rma_generic(e, false, iov, desc, count, src, &r, 1, 0, ctx, tx_flags_of(f, e));
@@ -503,18 +509,18 @@ ssize_t r_readv(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_
 ssize_t r_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept {
   if (!msg) return -FI_EINVAL;
   if (!only(flags, rma_flags_ok)) return -FI_EBADFLAGS;
-  return rma_generic(ep_of(f), false, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
-                     msg->data, msg->context, flags);
+  return rma_generic(ep_of(f), false, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov,
+                     msg->rma_iov_count, msg->data, msg->context, flags);
 }
-ssize_t r_write(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr, uint64_t key,
-                void* ctx) noexcept {
+ssize_t r_write(fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t dest, uint64_t addr,
+                uint64_t key, void* ctx) noexcept {
   ep& e = ep_of(f);
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
   return rma_generic(e, true, &v, &desc, 1, dest, &r, 1, 0, ctx, tx_flags_of(f, e));
 }
-ssize_t r_writev(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
-                 void* ctx) noexcept {
+ssize_t r_writev(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr_t dest, uint64_t addr,
+                 uint64_t key, void* ctx) noexcept {
   ep& e = ep_of(f);
   fi_rma_iov r{addr, iov_total(iov, count), key};
   return rma_generic(e, true, iov, desc, count, dest, &r, 1, 0, ctx, tx_flags_of(f, e));
@@ -522,16 +528,17 @@ ssize_t r_writev(fid_ep* f, const iovec* iov, void** desc, size_t count, fi_addr
 ssize_t r_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) noexcept {
   if (!msg) return -FI_EINVAL;
   if (!only(flags, rma_flags_ok)) return -FI_EBADFLAGS;
-  return rma_generic(ep_of(f), true, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov, msg->rma_iov_count,
-                     msg->data, msg->context, flags);
+  return rma_generic(ep_of(f), true, msg->msg_iov, msg->desc, msg->iov_count, msg->addr, msg->rma_iov,
+                     msg->rma_iov_count, msg->data, msg->context, flags);
 }
-ssize_t r_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key) noexcept {
+ssize_t r_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
+                 uint64_t key) noexcept {
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
   return rma_generic(ep_of(f), true, &v, nullptr, 1, dest, &r, 1, 0, nullptr, FI_INJECT | flag_no_cq);
 }
-ssize_t r_writedata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest, uint64_t addr,
-                    uint64_t key, void* ctx) noexcept {
+ssize_t r_writedata(fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data, fi_addr_t dest,
+                    uint64_t addr, uint64_t key, void* ctx) noexcept {
   ep& e = ep_of(f);
   iovec v{const_cast<void*>(buf), len};
   fi_rma_iov r{addr, len, key};
@@ -547,7 +554,7 @@ ssize_t r_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_a
 
 }  // namespace
 
-fi_ops_rma rma_ops = {sizeof(fi_ops_rma), r_read,   r_readv,     r_readmsg,   r_write,
+fi_ops_rma rma_ops = {sizeof(fi_ops_rma), r_read,     r_readv,  r_readmsg,   r_write,
                       r_writev,           r_writemsg, r_inject, r_writedata, r_injectdata};
 
 }  // namespace weft::shm

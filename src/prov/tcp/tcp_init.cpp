@@ -20,8 +20,9 @@ fi_info* tcp_template(fi_ep_type type, uint32_t addr_format, uint32_t prov_versi
                         FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
                             FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_RMA_EVENT | FI_SOURCE |
                             FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_REMOTE_COMM | FI_FENCE,
-                        addr_format, type, type == FI_EP_MSG ? uint32_t{FI_PROTO_SOCK_TCP} : uint32_t{FI_PROTO_XNET},
-                        128, 1024, 1});
+                        addr_format, type,
+                        type == FI_EP_MSG ? uint32_t{FI_PROTO_SOCK_TCP} : uint32_t{FI_PROTO_XNET}, 128, 1024,
+                        1});
 }
 
 class tcp_provider_t final : public provider {
@@ -50,8 +51,8 @@ public:
     addrinfo hints{};
     hints.ai_family = family;
     hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV | (source ? AI_PASSIVE : 0) |
-                     ((flags & FI_NUMERICHOST) ? AI_NUMERICHOST : 0);
+    hints.ai_flags =
+        AI_NUMERICSERV | (source ? AI_PASSIVE : 0) | ((flags & FI_NUMERICHOST) ? AI_NUMERICHOST : 0);
     addrinfo* res = nullptr;
     if (getaddrinfo(node, service ? service : "0", &hints, &res) || !res) return -FI_ENODATA;
     size_t len = res->ai_addrlen;
