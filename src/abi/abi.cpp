@@ -91,76 +91,76 @@ int getinfo_old(uint32_t version, const char* node, const char* service, uint64_
 
 }  // namespace
 
-#define WEFT_SYMVER(impl, sym, node) __asm__(".symver " #impl "," #sym "@" #node)
-#define WEFT_SYMVER_DEFAULT(impl, sym, node) __asm__(".symver " #impl "," #sym "@@" #node)
+#define WEFT_SYMVER(impl, sym, node) __asm__(".symver " #impl "," #sym "@" node)
+#define WEFT_SYMVER_DEFAULT(impl, sym, node) __asm__(".symver " #impl "," #sym "@@" node)
 
 // --- fi_getinfo -------------------------------------------------------------
 WEFT_EXPORT int fi_getinfo_1_3(uint32_t version, const char* node, const char* service, uint64_t flags,
                                const fi_info* hints, fi_info** info) {
   return weft::guard([&] { return weft::getinfo(version, node, service, flags, hints, info); });
 }
-WEFT_SYMVER_DEFAULT(fi_getinfo_1_3, fi_getinfo, FABRIC_1 .3);
+WEFT_SYMVER_DEFAULT(fi_getinfo_1_3, fi_getinfo, "FABRIC_1.3");
 
 WEFT_EXPORT int fi_getinfo_1_0(uint32_t version, const char* node, const char* service, uint64_t flags,
                                const void* hints, void** info) {
   return weft::guard([&] { return getinfo_old(version, node, service, flags, hints, info, abi_1_0); });
 }
-WEFT_SYMVER(fi_getinfo_1_0, fi_getinfo, FABRIC_1 .0);
+WEFT_SYMVER(fi_getinfo_1_0, fi_getinfo, "FABRIC_1.0");
 
 WEFT_EXPORT int fi_getinfo_1_1(uint32_t version, const char* node, const char* service, uint64_t flags,
                                const void* hints, void** info) {
   return weft::guard([&] { return getinfo_old(version, node, service, flags, hints, info, abi_1_1); });
 }
-WEFT_SYMVER(fi_getinfo_1_1, fi_getinfo, FABRIC_1 .1);
+WEFT_SYMVER(fi_getinfo_1_1, fi_getinfo, "FABRIC_1.1");
 
 WEFT_EXPORT int fi_getinfo_1_2(uint32_t version, const char* node, const char* service, uint64_t flags,
                                const void* hints, void** info) {
   return weft::guard([&] { return getinfo_old(version, node, service, flags, hints, info, abi_1_2); });
 }
-WEFT_SYMVER(fi_getinfo_1_2, fi_getinfo, FABRIC_1 .2);
+WEFT_SYMVER(fi_getinfo_1_2, fi_getinfo, "FABRIC_1.2");
 
 // --- fi_freeinfo: every layout weft hands out is the newest -------------------
 WEFT_EXPORT void fi_freeinfo_1_3(fi_info* info) {
   weft::info_free(info);
 }
-WEFT_SYMVER_DEFAULT(fi_freeinfo_1_3, fi_freeinfo, FABRIC_1 .3);
+WEFT_SYMVER_DEFAULT(fi_freeinfo_1_3, fi_freeinfo, "FABRIC_1.3");
 WEFT_EXPORT void fi_freeinfo_1_0(void* info) {
   weft::info_free(static_cast<fi_info*>(info));
 }
-WEFT_SYMVER(fi_freeinfo_1_0, fi_freeinfo, FABRIC_1 .0);
+WEFT_SYMVER(fi_freeinfo_1_0, fi_freeinfo, "FABRIC_1.0");
 WEFT_EXPORT void fi_freeinfo_1_1(void* info) {
   weft::info_free(static_cast<fi_info*>(info));
 }
-WEFT_SYMVER(fi_freeinfo_1_1, fi_freeinfo, FABRIC_1 .1);
+WEFT_SYMVER(fi_freeinfo_1_1, fi_freeinfo, "FABRIC_1.1");
 WEFT_EXPORT void fi_freeinfo_1_2(void* info) {
   weft::info_free(static_cast<fi_info*>(info));
 }
-WEFT_SYMVER(fi_freeinfo_1_2, fi_freeinfo, FABRIC_1 .2);
+WEFT_SYMVER(fi_freeinfo_1_2, fi_freeinfo, "FABRIC_1.2");
 
 // --- fi_dupinfo ----------------------------------------------------------------
 WEFT_EXPORT fi_info* fi_dupinfo_1_3(const fi_info* info) {
   return weft::info_dup(info);
 }
-WEFT_SYMVER_DEFAULT(fi_dupinfo_1_3, fi_dupinfo, FABRIC_1 .3);
+WEFT_SYMVER_DEFAULT(fi_dupinfo_1_3, fi_dupinfo, "FABRIC_1.3");
 WEFT_EXPORT void* fi_dupinfo_1_0(const void* info) {
   return info ? widen_info(info, abi_1_0) : weft::info_alloc();
 }
-WEFT_SYMVER(fi_dupinfo_1_0, fi_dupinfo, FABRIC_1 .0);
+WEFT_SYMVER(fi_dupinfo_1_0, fi_dupinfo, "FABRIC_1.0");
 WEFT_EXPORT void* fi_dupinfo_1_1(const void* info) {
   return info ? widen_info(info, abi_1_1) : weft::info_alloc();
 }
-WEFT_SYMVER(fi_dupinfo_1_1, fi_dupinfo, FABRIC_1 .1);
+WEFT_SYMVER(fi_dupinfo_1_1, fi_dupinfo, "FABRIC_1.1");
 WEFT_EXPORT void* fi_dupinfo_1_2(const void* info) {
   return info ? widen_info(info, abi_1_2) : weft::info_alloc();
 }
-WEFT_SYMVER(fi_dupinfo_1_2, fi_dupinfo, FABRIC_1 .2);
+WEFT_SYMVER(fi_dupinfo_1_2, fi_dupinfo, "FABRIC_1.2");
 
 // --- fi_fabric -------------------------------------------------------------------
 WEFT_EXPORT int fi_fabric_1_1(fi_fabric_attr* attr, fid_fabric** fabric, void* context) {
   if (!attr) return -FI_EINVAL;
   return weft::guard([&] { return weft::fabric_open(attr, fabric, context, attr->api_version); });
 }
-WEFT_SYMVER_DEFAULT(fi_fabric_1_1, fi_fabric, FABRIC_1 .1);
+WEFT_SYMVER_DEFAULT(fi_fabric_1_1, fi_fabric, "FABRIC_1.1");
 
 // ABI 1.0's fi_fabric_attr has no api_version: such callers are API 1.0–1.4.
 WEFT_EXPORT int fi_fabric_1_0(void* attr_1_0, fid_fabric** fabric, void* context) {
@@ -170,7 +170,7 @@ WEFT_EXPORT int fi_fabric_1_0(void* attr_1_0, fid_fabric** fabric, void* context
   attr.api_version = FI_VERSION(1, 0);
   return weft::guard([&] { return weft::fabric_open(&attr, fabric, context, attr.api_version); });
 }
-WEFT_SYMVER(fi_fabric_1_0, fi_fabric, FABRIC_1 .0);
+WEFT_SYMVER(fi_fabric_1_0, fi_fabric, "FABRIC_1.0");
 
 // --- unversioned ------------------------------------------------------------------
 WEFT_EXPORT uint32_t fi_version(void) {
