@@ -11,9 +11,9 @@
 #include <cstring>
 
 #include "common/export.hpp"
+#include "common/object.hpp"
 #include "core/info.hpp"
 #include "util/fabric.hpp"
-#include "util/object.hpp"
 
 namespace weft {
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,

@@ -10,26 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "common/object.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/prov_template.hpp"
 #include "core/provider.hpp"
-#include "util/object.hpp"
 
 namespace weft {
-
-const std::vector<provider*>& providers() {
-  static const std::vector<provider*> list = {shm_provider(), tcp_provider()};
-  return list;
-}
-
-provider* find_provider(const char* name) {
-  if (!name) return nullptr;
-  for (provider* p : providers())
-    if (!strcmp(p->name(), name)) return p;
-  return nullptr;
-}
 
 namespace {
 
@@ -303,7 +291,9 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   const provider* taken_from = nullptr;
   for (provider* prov : providers()) {
     if (!allowed_by_env(prov->name()) || !allowed_by_hints(hints, prov->name())) continue;
-    for (const fi_info* t : prov->templates()) {
+    auto templates = prov->templates();
+    for (const info_ptr& tp : *templates) {
+      const fi_info* t = tp.get();
       if (!matches(version, hints, t, node, flags)) continue;
       // FI_PROV_ATTR_ONLY: one entry per provider, for its attributes.
       if ((flags & FI_PROV_ATTR_ONLY) && head && taken_from == prov) continue;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "util/object.hpp"
+#include "common/object.hpp"
 
 namespace weft {
 

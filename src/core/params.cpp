@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "common/export.hpp"
-#include "util/object.hpp"
+#include "common/object.hpp"
+#include "core/provider.hpp"
 
 namespace weft {
 namespace {
@@ -99,15 +100,8 @@ void params_init() {
                  "Log only this provider (or ^name: all but this provider)");
     param_define(nullptr, "log_subsys", FI_PARAM_STRING,
                  "Log only these subsystems: core, fabric, domain, ep_ctrl, ep_data, av, cq, eq, mr, cntr");
-    param_define("shm", "disable_cma", FI_PARAM_BOOL,
-                 "Never use cross-memory attach; move large data through shared bounce buffers");
-    param_define("shm", "split_copy", FI_PARAM_BOOL,
-                 "Copy large messages with both processes at once (default 1)");
-    param_define("shm", "map_mr", FI_PARAM_BOOL,
-                 "RMA into registrations backed by a shrink-sealed memfd with memcpy through a mapping "
-                 "of it instead of cross-memory attach (default 1)");
-    param_define("shm", "inject_size", FI_PARAM_SIZE_T,
-                 "Largest message fi_inject accepts (at most and by default 4096)");
+    for (provider* prov : providers())
+      for (const provider::param& p : prov->params()) param_define(prov->name(), p.name, p.type, p.help);
   });
 }
 

@@ -16,7 +16,7 @@ std::optional<std::string> param_str(const char* prov, const char* name);
 std::optional<long long> param_int(const char* prov, const char* name);
 std::optional<bool> param_bool(const char* prov, const char* name);
 
-// Declares the core's and the built-in providers' parameters (once).
+// Declares the core's and the registered providers' parameters (once).
 void params_init();
 
 }  // namespace weft

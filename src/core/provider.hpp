@@ -1,48 +1,97 @@
 #pragma once
-// A provider as the core sees it: a name, a version, the fi_info templates it
-// can offer, and the hooks the generic objects call into.
+// A provider as the core sees it. Providers register themselves
+// (WEFT_REGISTER_PROVIDER in their own folder); the core names none of them.
+//
+// A provider declares its FI_<PROV>_* parameters, builds its fi_info
+// templates from their current values (rebuilt only when a value changed),
+// resolves node/service into its addresses, and opens its part of each
+// domain (prov_domain), which creates endpoints and hears about memory
+// registrations.
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
+#include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/info.hpp"
+
 namespace weft {
 
-struct domain;
-struct fabric;
+struct domain;  // src/util/domain.hpp
+struct fabric;  // src/util/fabric.hpp
+
+// The provider's part of one open domain: made at fi_domain, destroyed at
+// its fi_close, called from any thread (it locks what it shares).
+class prov_domain {
+public:
+  virtual ~prov_domain() = default;
+  virtual int endpoint(fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
+  virtual int scalable_ep(fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
+  virtual int stx_ctx(fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
+  virtual int srx_ctx(fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
+  virtual int query_atomic(fi_datatype, fi_op, fi_atomic_attr*, uint64_t) { return -FI_ENOSYS; }
+  // After every change to the domain's registration map (insert, erase,
+  // flags) with the key concerned, outside the map's lock.
+  virtual void mr_changed(uint64_t /*key*/) noexcept {}
+};
 
 class provider {
 public:
+  struct param {
+    const char* name;  // lower case; the variable is FI_<PROV>_<NAME>
+    fi_param_type type;
+    const char* help;
+  };
+  using info_list = std::vector<info_ptr>;
+
   virtual ~provider() = default;
   virtual const char* name() const noexcept = 0;
   virtual uint32_t version() const noexcept = 0;  // prov_version
+  virtual std::span<const param> params() const noexcept { return {}; }
 
-  // Fully-populated fi_info entries (newest API), best first. Owned by the
-  // provider; the core duplicates, filters and adjusts them for each caller.
-  virtual const std::vector<const fi_info*>& templates() const = 0;
+  // Fully populated fi_info entries (newest API), best first, from the
+  // parameters' current values. The core duplicates, filters and adapts them.
+  std::shared_ptr<const info_list> templates();
 
-  // Address format helpers for this provider's addresses.
-  // Fill info->src_addr / dest_addr for a candidate from node/service/flags.
-  // Returns 0, or -FI_ENODATA when node/service do not name this provider's
-  // addresses.
+  // Fills info->src_addr / dest_addr from node/service/flags (man
+  // fi_getinfo). Returns 0, or -FI_ENODATA when they name nothing this
+  // provider can reach.
   virtual int resolve(fi_info* info, const char* node, const char* service, uint64_t flags) const = 0;
 
-  // Endpoints: -FI_ENOSYS until the provider's data path exists.
-  virtual int endpoint(domain&, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
-  virtual int scalable_ep(domain&, fi_info*, fid_ep**, void*) { return -FI_ENOSYS; }
+  // The provider's part of a new domain (throws on failure).
+  virtual std::unique_ptr<prov_domain> open_domain(domain& dom) = 0;
   virtual int passive_ep(fabric&, fi_info*, fid_pep**, void*) { return -FI_ENOSYS; }
-  virtual int stx_ctx(domain&, fi_tx_attr*, fid_stx**, void*) { return -FI_ENOSYS; }
-  virtual int srx_ctx(domain&, fi_rx_attr*, fid_ep**, void*) { return -FI_ENOSYS; }
-  virtual int query_atomic(domain&, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) { return -FI_ENOSYS; }
+
+protected:
+  virtual info_list build_templates() const = 0;
+
+private:
+  std::mutex mutex_;
+  std::string built_from_;  // the parameter values the cached templates were built from
+  std::shared_ptr<const info_list> cache_;
 };
 
-// All registered providers, in preference order.
+// Registered providers in preference order (lower rank first).
 const std::vector<provider*>& providers();
 provider* find_provider(const char* name);
+void register_provider(provider* p, int rank);
 
-provider* shm_provider();
-provider* tcp_provider();
+template <class P>
+struct provider_registrar {
+  explicit provider_registrar(int rank) {
+    static P instance;
+    register_provider(&instance, rank);
+  }
+};
+// At namespace scope in the provider's own file. The library's objects are
+// linked whole (never through an archive that could drop this file).
+#define WEFT_REGISTER_PROVIDER(type, rank)                               \
+  static const ::weft::provider_registrar<type> weft_registered_##type { \
+    rank                                                                 \
+  }
 
 }  // namespace weft

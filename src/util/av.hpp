@@ -26,8 +26,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/object.hpp"
 #include "util/domain.hpp"
-#include "util/object.hpp"
 
 namespace weft {
 

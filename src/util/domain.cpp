@@ -21,7 +21,7 @@ namespace weft {
 namespace {
 
 void domain_destroy(domain* d) noexcept {
-  if (d->prov_close) d->prov_close(*d);
+  d->pd.reset();
   mr_map_destroy(*d);
   info_free(d->info);
   delete d;
@@ -85,7 +85,7 @@ int dom_poll_open(fid_domain* d, fi_poll_attr* attr, fid_poll** ps) noexcept {
 }
 int dom_endpoint(fid_domain* d, fi_info* info, fid_ep** ep, void* ctx) noexcept {
   if (!is_class(&d->fid, FI_CLASS_DOMAIN) || !info || !ep) return -FI_EINVAL;
-  return guard([&] { return of(d).prov->endpoint(of(d), info, ep, ctx); });
+  return guard([&] { return of(d).pd->endpoint(info, ep, ctx); });
 }
 int dom_endpoint2(fid_domain* d, fi_info* info, fid_ep** ep, uint64_t flags, void* ctx) noexcept {
   if (flags) return -FI_EBADFLAGS;
@@ -93,19 +93,19 @@ int dom_endpoint2(fid_domain* d, fi_info* info, fid_ep** ep, uint64_t flags, voi
 }
 int dom_scalable_ep(fid_domain* d, fi_info* info, fid_ep** sep, void* ctx) noexcept {
   if (!is_class(&d->fid, FI_CLASS_DOMAIN) || !info || !sep) return -FI_EINVAL;
-  return guard([&] { return of(d).prov->scalable_ep(of(d), info, sep, ctx); });
+  return guard([&] { return of(d).pd->scalable_ep(info, sep, ctx); });
 }
 int dom_stx_ctx(fid_domain* d, fi_tx_attr* attr, fid_stx** stx, void* ctx) noexcept {
   if (!is_class(&d->fid, FI_CLASS_DOMAIN) || !stx) return -FI_EINVAL;
-  return guard([&] { return of(d).prov->stx_ctx(of(d), attr, stx, ctx); });
+  return guard([&] { return of(d).pd->stx_ctx(attr, stx, ctx); });
 }
 int dom_srx_ctx(fid_domain* d, fi_rx_attr* attr, fid_ep** rx, void* ctx) noexcept {
   if (!is_class(&d->fid, FI_CLASS_DOMAIN) || !rx) return -FI_EINVAL;
-  return guard([&] { return of(d).prov->srx_ctx(of(d), attr, rx, ctx); });
+  return guard([&] { return of(d).pd->srx_ctx(attr, rx, ctx); });
 }
 int dom_query_atomic(fid_domain* d, fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) noexcept {
   if (!is_class(&d->fid, FI_CLASS_DOMAIN) || !attr) return -FI_EINVAL;
-  return guard([&] { return of(d).prov->query_atomic(of(d), dt, op, attr, flags); });
+  return guard([&] { return of(d).pd->query_atomic(dt, op, attr, flags); });
 }
 int dom_query_collective(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) noexcept {
   return -FI_ENOSYS;
@@ -137,16 +137,13 @@ int domain_open(fabric& fab, fi_info* info, fid_domain** out, void* context) noe
     if (info->fabric_attr && info->fabric_attr->prov_name &&
         strcasecmp(info->fabric_attr->prov_name, fab.prov->name()))
       return -FI_EINVAL;
+    auto templates = fab.prov->templates();
     const fi_info* tmpl = nullptr;
-    for (const fi_info* t : fab.prov->templates())
-      if (!info->domain_attr->name || !strcmp(t->domain_attr->name, info->domain_attr->name)) tmpl = t;
+    for (const info_ptr& t : *templates)
+      if (!info->domain_attr->name || !strcmp(t->domain_attr->name, info->domain_attr->name)) tmpl = t.get();
     if (!tmpl) return -FI_ENODATA;
 
-    std::unique_ptr<domain, void (*)(domain*)> d(new domain{}, [](domain* p) {
-      mr_map_destroy(*p);
-      info_free(p->info);
-      delete p;
-    });
+    std::unique_ptr<domain, void (*)(domain*)> d(new domain{}, domain_destroy);
     d->info = info_dup(info);
     if (!d->info) return -FI_ENOMEM;
     d->fab = &fab;
@@ -177,6 +174,7 @@ int domain_open(fabric& fab, fi_info* info, fid_domain** out, void* context) noe
     d->fid_.ops = &domain_ops;
     d->fid_.mr = &mr_ops;
     mr_map_create(*d);
+    d->pd = fab.prov->open_domain(*d);
     fab.users_.add();
     WEFT_INFO(FI_LOG_DOMAIN, "opened domain %s", tmpl->domain_attr->name);
     *out = &d.release()->fid_;

@@ -2,8 +2,11 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 
+#include <memory>
+
+#include "common/object.hpp"
+#include "core/provider.hpp"
 #include "util/fabric.hpp"
-#include "util/object.hpp"
 
 namespace weft {
 
@@ -25,12 +28,8 @@ struct domain {
   fid_eq* eq;      // bound by fi_domain_bind(FI_REG_MR) for async MR events
   users users_;    // avs, cqs, cntrs, mrs, eps, poll sets
 
-  // Provider state and hooks (set by the provider when it first needs them).
-  void* prov_ctx = nullptr;
-  void (*prov_close)(domain&) noexcept = nullptr;  // at fi_close(domain)
-  // Called after every change to the registration map (insert, erase, flag
-  // update) with the key concerned; lets a provider publish registrations.
-  void (*mr_changed)(domain&, uint64_t key) noexcept = nullptr;
+  // The provider's part, made at open (endpoints, registration events).
+  std::unique_ptr<prov_domain> pd;
 
   static domain* of(fid_domain* d) noexcept { return from_fid<domain>(d); }
 };

@@ -75,12 +75,10 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context, uint32_t 
   if (attr->prov_name) {
     prov = find_provider(attr->prov_name);
   } else if (attr->name) {
-    for (provider* p : providers())
-      for (const fi_info* t : p->templates())
-        if (!strcmp(t->fabric_attr->name, attr->name)) prov = p;
+    prov = find_provider(attr->name);  // a provider's fabric carries its name
   }
   if (!prov) return -FI_ENODATA;
-  if (attr->name && strcmp(attr->name, prov->templates().front()->fabric_attr->name)) return -FI_ENODATA;
+  if (attr->name && strcmp(attr->name, prov->name())) return -FI_ENODATA;
   if (api_version == 0) api_version = FI_VERSION(1, 0);
   if (FI_MAJOR(api_version) != 1 ||
       FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), api_version))
@@ -93,29 +91,12 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context, uint32_t 
   fab->fid_.ops = &fabric_ops;
   fab->fid_.api_version = api_version;
   fab->prov = prov;
-  fab->name = prov->templates().front()->fabric_attr->name;
+  fab->name = prov->name();
   fab->api_version = api_version;
   WEFT_INFO(FI_LOG_FABRIC, "opened fabric %s (api %u.%u)", fab->name.c_str(), FI_MAJOR(api_version),
             FI_MINOR(api_version));
   *out = &fab.release()->fid_;
   return 0;
-}
-
-// Default ops-table entries.
-int fid_no_bind(fid*, fid*, uint64_t) noexcept {
-  return -FI_ENOSYS;
-}
-int fid_no_control(fid*, int, void*) noexcept {
-  return -FI_ENOSYS;
-}
-int fid_no_ops_open(fid*, const char*, uint64_t, void**, void*) noexcept {
-  return -FI_ENOSYS;
-}
-int fid_no_tostr(const fid*, char*, size_t) noexcept {
-  return -FI_ENOSYS;
-}
-int fid_no_ops_set(fid*, const char*, uint64_t, void*, void*) noexcept {
-  return -FI_ENOSYS;
 }
 
 }  // namespace weft

@@ -4,8 +4,8 @@
 
 #include <string>
 
+#include "common/object.hpp"
 #include "core/provider.hpp"
-#include "util/object.hpp"
 
 namespace weft {
 

@@ -294,10 +294,10 @@ uint64_t domain_caps(const domain& dom) noexcept {
   return dom.info ? dom.info->caps : 0;
 }
 
-// Tells the provider (domain::mr_changed) that registration `key` changed, so
+// Tells the provider (prov_domain::mr_changed) that registration `key` changed, so
 // it can publish it. Called after the map changed, outside the map's lock.
 void changed(domain& dom, uint64_t key) noexcept {
-  if (dom.mr_changed) dom.mr_changed(dom, key);
+  if (dom.pd) dom.pd->mr_changed(key);
 }
 
 // FI_MR_ALLOCATED: every page of [addr, addr+len) must be mapped now.

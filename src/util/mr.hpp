@@ -18,7 +18,7 @@
 // without dereferencing it, and a stale descriptor (closed MR) is refused.
 //
 // Publishing. After every change to dom.mrs (registration, fi_mr_enable,
-// close) mr.cpp calls domain::mr_changed(dom, key), outside the map's lock;
+// close) mr.cpp calls prov_domain::mr_changed(key), outside the map's lock;
 // the provider reads the entry back with mr_map::find (absent = withdrawn).
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -33,8 +33,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/object.hpp"
 #include "util/domain.hpp"
-#include "util/object.hpp"
 
 namespace weft {
 

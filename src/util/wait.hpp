@@ -26,7 +26,8 @@
 #include <utility>
 #include <vector>
 
-#include "util/object.hpp"
+#include "common/lock.hpp"
+#include "common/object.hpp"
 
 namespace weft {
 

@@ -37,19 +37,20 @@ int main(void) {
   /* Hints in the 1.0 layout: only the prefix of each struct is valid. */
   struct fi_info *hints = dupinfo_1_0(NULL), *info = NULL;
   CHECK(hints && hints->fabric_attr && hints->domain_attr);
-  hints->fabric_attr->prov_name = strdup("tcp");
+  hints->fabric_attr->prov_name = strdup("shm");
   hints->domain_attr->mr_mode = FI_MR_SCALABLE;
   CHECK(getinfo_1_0(FI_VERSION(1, 0), "127.0.0.1", "7000", 0, hints, &info) == 0);
-  CHECK(info && strcmp(info->fabric_attr->prov_name, "tcp") == 0);
+  CHECK(info && strcmp(info->fabric_attr->prov_name, "shm") == 0);
   CHECK(info->domain_attr->mr_mode == FI_MR_SCALABLE);
-  CHECK(info->dest_addr && info->addr_format == FI_SOCKADDR_IN);
+  CHECK(info->dest_addr && info->addr_format == FI_ADDR_STR);
+  CHECK(strcmp((const char*)info->dest_addr, "fi_shm://127.0.0.1:7000") == 0);
   struct fabric_attr_1_0 fa = {NULL, info->fabric_attr->name, info->fabric_attr->prov_name, 0};
   struct fid_fabric* fabric = NULL;
   CHECK(fabric_1_0(&fa, &fabric, NULL) == 0 && fabric);
   CHECK(fabric->api_version == FI_VERSION(1, 0));
   CHECK(fi_close(&fabric->fid) == 0);
   struct fi_info* dup = dupinfo_1_0(info);
-  CHECK(dup && strcmp(dup->fabric_attr->prov_name, "tcp") == 0);
+  CHECK(dup && strcmp(dup->fabric_attr->prov_name, "shm") == 0);
   freeinfo_1_0(dup);
   freeinfo_1_0(info);
   freeinfo_1_0(hints);

@@ -456,24 +456,26 @@ TEST_P(MrTest, CounterBinding) {
   EXPECT_EQ(fi_close(&other->fid), 0);
 }
 
-// The provider's hook (domain::mr_changed) hears of every change, after the
-// map holds it: what the shm provider uses to publish registrations.
-struct change_log {
-  static inline std::vector<std::pair<uint64_t, bool>> calls;  // key, present in the map
-  static inline uint32_t flags = 0;
-  static void hook(weft::domain& d, uint64_t key) noexcept {
+// The provider's hook (prov_domain::mr_changed) hears of every change, after
+// the map holds it: what the shm provider uses to publish registrations.
+struct change_log final : weft::prov_domain {
+  explicit change_log(weft::domain& d) : dom(d) {}
+  void mr_changed(uint64_t key) noexcept override {
     weft::mr_entry e{};
-    const bool present = d.mrs->find(key, &e);
+    const bool present = dom.mrs->find(key, &e);
     calls.emplace_back(key, present);
     flags = present ? e.flags : 0;
   }
+  weft::domain& dom;
+  static inline std::vector<std::pair<uint64_t, bool>> calls;  // key, present in the map
+  static inline uint32_t flags = 0;
 };
 
 TEST_P(MrTest, ChangeHook) {
   set_mode(FI_MR_VIRT_ADDR | FI_MR_ENDPOINT);
   change_log::calls.clear();
-  auto* saved = dom().mr_changed;
-  dom().mr_changed = change_log::hook;
+  auto saved = std::move(dom().pd);
+  dom().pd = std::make_unique<change_log>(dom());
   std::vector<char> buf(64);
   fid_mr* mr = reg(buf.data(), buf.size(), all_access, 77);
   ASSERT_NE(mr, nullptr);
@@ -492,7 +494,7 @@ TEST_P(MrTest, ChangeHook) {
   EXPECT_EQ(fi_close(&mr->fid), 0);
   ASSERT_EQ(change_log::calls.size(), 3u);
   EXPECT_EQ(change_log::calls[2], std::make_pair(uint64_t{77}, false));
-  dom().mr_changed = saved;
+  dom().pd = std::move(saved);
 }
 
 // ---------------------------------------------------------------- bad input
@@ -731,7 +733,7 @@ TEST_P(MrLegacyTest, BasicModeFromApi14) {
   fi_freeinfo(info);
 }
 
-INSTANTIATE_TEST_SUITE_P(prov, MrLegacyTest, ::testing::Values("shm", "tcp"),
+INSTANTIATE_TEST_SUITE_P(prov, MrLegacyTest, ::testing::ValuesIn(weft_test::offered_providers()),
                          [](const auto& p) { return std::string(p.param); });
 
 // ---------------------------------------------------------------- white box: mr_map

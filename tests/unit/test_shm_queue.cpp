@@ -1,7 +1,10 @@
 // White-box: the shm receive queue with several producer threads racing on
 // one region mapped twice in this process (TSan cannot see races between
 // processes, so this is how the cross-process protocol gets checked).
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,9 +21,9 @@ using namespace weft::shm;
 TEST(ShmQueue, ConcurrentProducersOneConsumer) {
   std::string name = "qtest_" + std::to_string(getpid());
   mapping owner, other;
-  owner.create(region_file(name), region_size);
-  region_init(owner.base(), name, "none", true);
-  ASSERT_TRUE(other.open(region_file(name), region_size));
+  owner.create(region_label(name), region_size);
+  region_init(owner.base(), name, -1, true);
+  ASSERT_TRUE(other.open(getpid(), owner.fd(), region_size));
   region_view mine{owner.base()}, theirs{other.base()};
 
   constexpr int producers = 3, per_producer = 20000;
@@ -69,8 +72,8 @@ TEST(ShmQueue, ConcurrentProducersOneConsumer) {
 TEST(ShmQueue, FullQueueRefusesThenRecovers) {
   std::string name = "qfull_" + std::to_string(getpid());
   mapping owner;
-  owner.create(region_file(name), region_size);
-  region_init(owner.base(), name, "none", true);
+  owner.create(region_label(name), region_size);
+  region_init(owner.base(), name, -1, true);
   region_view r{owner.base()};
   for (uint32_t i = 0; i < queue_cells; ++i) {
     cell* c = queue_claim(r);
@@ -85,36 +88,66 @@ TEST(ShmQueue, FullQueueRefusesThenRecovers) {
   EXPECT_NE(queue_claim(r), nullptr);
 }
 
-TEST(ShmRegion, NamesAndStaleRegions) {
+TEST(ShmRegion, Names) {
   EXPECT_TRUE(valid_name("1234_0"));
   EXPECT_FALSE(valid_name(""));
   EXPECT_FALSE(valid_name("a/b"));
   EXPECT_FALSE(valid_name(std::string(100, 'x')));
   EXPECT_TRUE(pid_alive(getpid()));
   EXPECT_FALSE(pid_alive(0));
-  // A region whose owner is gone is removed.
+  // A name is held by one endpoint at a time.
+  std::string name = "claim_" + std::to_string(getpid());
+  name_claim a, b;
+  a.claim(name);
+  try {
+    b.claim(name);
+    ADD_FAILURE() << "a name claimed twice";
+  } catch (const weft::error& e) {
+    EXPECT_EQ(e.code(), FI_EADDRINUSE);
+  }
+  a.reset();
+  EXPECT_NO_THROW(b.claim(name));
+}
+
+// A process killed with its region mapped and its name claimed leaves
+// nothing behind: no file under /dev/shm, the name free again.
+TEST(ShmRegion, KilledOwnerLeavesNothing) {
+  std::string name = "killed_" + std::to_string(getpid());
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
   pid_t child = fork();
   if (child == 0) {
+    name_claim c;
+    c.claim(name);
     mapping m;
-    m.create(region_file("stale_test_" + std::to_string(getpid())), region_size);
-    region_init(m.base(), "x", "none", true);
-    _exit(0);  // exits without unmapping: the file stays
+    m.create(region_label(name), region_size);
+    region_init(m.base(), name, -1, true);
+    char x = 1;
+    if (write(ready[1], &x, 1) != 1) _exit(1);
+    pause();
+    _exit(0);
   }
+  char x;
+  ASSERT_EQ(read(ready[0], &x, 1), 1);
+  mapping peer_map;
+  int32_t pid = 0;
+  ASSERT_EQ(open_region(name, peer_map, &pid), found::yes);
+  EXPECT_EQ(pid, child);
+  peer_map.reset();
+  kill(child, SIGKILL);
   int status;
   waitpid(child, &status, 0);
-  std::string file = "/dev/shm/" + region_file("stale_test_" + std::to_string(child));
-  // The child's static cleanup may already have removed it; make one by hand if so.
-  if (access(file.c_str(), F_OK) != 0) {
-    FILE* f = fopen(file.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    region_hdr h{};
-    h.magic = region_magic;
-    h.pid = child;
-    fwrite(&h, sizeof h, 1, f);
-    fclose(f);
+  close(ready[0]);
+  close(ready[1]);
+  EXPECT_EQ(open_region(name, peer_map, &pid), found::absent);
+  std::string prefix = "weft_" + std::to_string(getuid()) + "_";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* de = readdir(d))
+      EXPECT_NE(strncmp(de->d_name, prefix.c_str(), prefix.size()), 0) << de->d_name;
+    closedir(d);
   }
-  remove_stale_regions();
-  EXPECT_NE(access(file.c_str(), F_OK), 0) << "stale region not removed";
+  name_claim again;
+  EXPECT_NO_THROW(again.claim(name));
 }
 
 }  // namespace
@@ -157,7 +190,8 @@ TEST(ShmQueue, MalformedCellsAreDropped) {
   size_t len = sizeof name;
   ASSERT_EQ(fi_getname(&ep->fid, name, &len), 0);
   mapping m;
-  ASSERT_TRUE(m.open(region_file(std::string(name).substr(9)), region_size));
+  int32_t owner = 0;
+  ASSERT_EQ(open_region(std::string(name).substr(9), m, &owner), found::yes);
   region_view r{m.base()};
   auto put = [&](op o, uint16_t flags, uint64_t size, uint32_t clen, uint16_t src) {
     cell* c = queue_claim(r);

@@ -1,17 +1,18 @@
 #pragma once
 // prov/shm: processes on one host. Private declarations.
 //
-// Data movement (see shm_proto.hpp for the shared layout):
-//  * messages up to inject_max are copied through the receiver's queue;
-//  * larger messages send a descriptor (op::rndv); the receiver pulls the
-//    data with process_vm_readv once it has matched a receive, then acks;
+// shm is the transport only: the endpoint core (bindings, the matcher,
+// completions, progress) is util/'s. Data movement (layout in shm_proto.hpp,
+// protocol in docs/shm-protocol.md):
+//  * messages up to 16 bytes ride in a queue cell's header line, up to 4 KiB
+//    in one cell, up to 256 KiB as fragments the receiver copies out as the
+//    sender fills them; larger ones send a descriptor and the receiver pulls
+//    the data with process_vm_readv (split with the sender above 256 KiB);
 //  * RMA: the initiator validates key, bounds and access against the target
-//    domain's published registration table and moves the data itself with
-//    process_vm_readv/writev;
-//  * without CMA (refused by the kernel, or FI_SHM_DISABLE_CMA=1) the same
-//    operations travel through the queue cells as fragments (a pipelined copy
-//    through shared bounce buffers); RMA and atomics then need the target's
-//    progress, as atomics always do.
+//    domain's published registration table and moves the data itself (CMA,
+//    or memcpy through a mapped shrink-sealed memfd);
+//  * without CMA the same operations travel through the queue cells; RMA and
+//    atomics then need the target's progress, as atomics always do.
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
@@ -22,24 +23,34 @@
 #include <sys/uio.h>
 
 #include <cstdint>
-#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "common/clock.hpp"
+#include "common/iov.hpp"
 #include "prov/shm/shm_proto.hpp"
+#include "util/atomic_ops.hpp"
 #include "util/av.hpp"
 #include "util/domain.hpp"
-#include "util/object.hpp"
+#include "util/ep.hpp"
+#include "util/request.hpp"
+
+namespace weft {
+struct atomic_call;  // util/ep_ops.hpp
+}
 
 namespace weft::shm {
 
-// ------------------------------------------------------------------ mapping
-// An mmap'ed region file. The creator unlinks it when it closes.
+static_assert(iov_max == recv_iov_max);
+
+// ------------------------------------------------------------------ regions (shm_region.cpp)
+// A shared-memory region: an anonymous memfd mapped by its owner (nothing
+// under /dev/shm, nothing left behind when a process dies) and reached by
+// peers through /proc/<pid>/fd/<n>.
 class mapping {
 public:
   mapping() = default;
@@ -47,22 +58,39 @@ public:
   mapping(const mapping&) = delete;
   mapping& operator=(const mapping&) = delete;
 
-  // Creates (O_EXCL) and maps `size` bytes; throws weft::error.
-  void create(const std::string& file, size_t size);
-  // Maps an existing file; returns false when it does not exist or is too small.
-  bool open(const std::string& file, size_t min_size);
+  // Creates and maps `size` bytes in a new memfd named `label`; throws.
+  void create(const std::string& label, size_t size);
+  // Maps fd `fd` of process `pid`; false when it is gone, not ours or too small.
+  bool open(int32_t pid, int fd, size_t min_size) noexcept;
   void reset() noexcept;
 
   unsigned char* base() const noexcept { return base_; }
   size_t size() const noexcept { return size_; }
-  const std::string& file() const noexcept { return file_; }
-  bool owner() const noexcept { return owner_; }
+  int fd() const noexcept { return fd_; }  // the owner's fd (-1 for a peer's mapping)
 
 private:
   unsigned char* base_ = nullptr;
   size_t size_ = 0;
-  std::string file_;
-  bool owner_ = false;
+  int fd_ = -1;
+};
+
+// An endpoint name, claimed on this host for as long as the endpoint is
+// open: an abstract unix socket "weft_<uid>_<name>" (freed by the kernel
+// when the process dies). A peer connects to it to learn the owner's pid.
+class name_claim {
+public:
+  name_claim() = default;
+  ~name_claim() { reset(); }
+  name_claim(const name_claim&) = delete;
+  name_claim& operator=(const name_claim&) = delete;
+  // Claims `name`; throws weft::error (FI_EADDRINUSE when taken).
+  void claim(const std::string& name);
+  void reset() noexcept;
+  // Closes the connections peers made to learn our pid (they never talk).
+  void drain() noexcept;
+
+private:
+  int fd_ = -1;
 };
 
 // Accessors of an endpoint region.
@@ -75,11 +103,20 @@ struct region_view {
   cell* cells() const noexcept { return reinterpret_cast<cell*>(base + region_queue_off); }
 };
 
-void region_init(unsigned char* base, const std::string& name, const std::string& domain_file,
-                 bool cma) noexcept;
+void region_init(unsigned char* base, const std::string& name, int domain_fd, bool cma) noexcept;
+std::string region_label(const std::string& name);  // "weft_<uid>_<name>"
+
+// Finding a peer's region by its endpoint name.
+enum class found { yes, absent, refused };
+// yes: `m` maps the region of the live endpoint `name`, *pid its owner;
+// absent: no such endpoint now (not enabled yet, or closed); refused: it
+// exists but cannot be mapped (another user, /proc refused, malformed).
+found open_region(const std::string& name, mapping& m, int32_t* pid) noexcept;
 
 int32_t self_pid() noexcept;  // getpid(), cached (reset after fork)
 extern const bool has_prefetchw;
+bool pid_alive(int32_t pid) noexcept;
+bool cma_usable(bool disabled) noexcept;  // process_vm_readv works here (and is not disabled)
 
 // Bounded MPSC ring with a sequence number per cell: a cell whose sequence
 // equals the producer index is free to claim; once written its sequence
@@ -161,8 +198,6 @@ cell* queue_stalled(region_view r) noexcept;
 // Releases the cell queue_peek returned.
 void queue_release(region_view r, cell* c) noexcept;
 
-// File name under /dev/shm of an endpoint region / a domain region.
-std::string region_file(const std::string& name);
 bool valid_name(const std::string& name) noexcept;
 // Addresses are "fi_shm://<name>": the one spelling of the prefix.
 inline constexpr const char shm_prefix[] = "fi_shm://";
@@ -170,18 +205,39 @@ inline constexpr size_t shm_prefix_len = sizeof(shm_prefix) - 1;
 std::string shm_address(const std::string& name);
 // The valid endpoint name in an address of `len` bytes ("" when malformed).
 std::string shm_name_of(const void* addr, size_t len);
+// The name an endpoint opened from `info` takes: an address with a service
+// part as it is; one without (a node alone, or the default address
+// fi_getinfo gives) with a suffix unique in this process, like port 0 on a
+// socket; none at all: a fresh one. `kind` tags generated names.
+std::string endpoint_name(const fi_info* info, const char* kind);
+// The process a name made by endpoint_name belongs to (0: not such a name).
+int32_t pid_of_name(const std::string& name) noexcept;
 
-// Removes regions whose owner process is gone (and that belong to this uid).
-void remove_stale_regions() noexcept;
+// ------------------------------------------------------------------ domain (shm_domain.cpp)
+// The provider's parameters, read at fi_domain.
+struct config {
+  bool cma = true;                  // cross-memory attach usable (and FI_SHM_DISABLE_CMA not set)
+  bool split = true;                // FI_SHM_SPLIT_COPY
+  bool map_mr = true;               // FI_SHM_MAP_MR, and CMA
+  size_t inject_size = inject_max;  // FI_SHM_INJECT_SIZE
+};
+config read_config();
 
-bool pid_alive(int32_t pid) noexcept;
-bool cma_usable() noexcept;  // process_vm_readv works here (and is not disabled)
-
-// ------------------------------------------------------------------ domain
 // Per-domain state: the published registration table.
-struct shm_domain {
+struct shm_domain final : prov_domain {
+  explicit shm_domain(domain& d);
+  ~shm_domain() override;
+  int endpoint(fi_info* info, fid_ep** ep, void* context) override;
+  int scalable_ep(fi_info* info, fid_ep** sep, void* context) override;
+  int stx_ctx(fi_tx_attr* attr, fid_stx** stx, void* context) override;
+  int srx_ctx(fi_rx_attr* attr, fid_ep** rx, void* context) override;
+  int query_atomic(fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) override;
+  // Publishes (or withdraws) the registration `key` in the table.
+  void mr_changed(uint64_t key) noexcept override;
+
+  domain& dom;
+  config cfg;
   mapping region;
-  std::string file;  // the region's file name (what endpoints advertise)
   std::mutex lock;
   // Shared backings of published registrations (see backing_valid), under `lock`.
   struct backing {
@@ -198,16 +254,13 @@ struct shm_domain {
   std::vector<backing> backings;
   std::unordered_map<uint64_t, published> by_key;  // registrations looked at
   uint32_t next_gen = 1;
-  bool map_mr = false;  // FI_SHM_MAP_MR and CMA both allow it
-  ~shm_domain();
-  static shm_domain& of(domain& d);  // created on first use
+
+  static shm_domain& of(domain& d) noexcept { return static_cast<shm_domain&>(*d.pd); }
 };
-// Publishes (or withdraws) the registration `key` of `d` (domain::mr_changed).
-void publish_mr(domain& d, uint64_t key) noexcept;
 // Looks up a registration in a peer domain's table (seqlock read).
 bool lookup_mr(const unsigned char* domain_base, uint64_t key, mr_entry* out) noexcept;
 
-// ------------------------------------------------------------------ endpoint
+// ------------------------------------------------------------------ peers (shm_peer.cpp)
 struct ep;
 
 // A peer we send to, cached per AV index.
@@ -240,7 +293,7 @@ struct hdr_fields {
   op opcode = op::nop;
   uint8_t atomic_op = 0;
   uint8_t datatype = 0;
-  uint64_t tag = 0;
+  uint64_t tag = 0;  // or the offset of a fragment / response piece
   uint64_t data = 0;
   uint64_t size = 0;
   uint64_t id = 0;
@@ -249,62 +302,25 @@ struct hdr_fields {
 
 enum class req_kind : uint8_t { send, read, atomic, write };
 
-// An operation that waits for a response (op::ack, read_resp, atomic_resp).
+// An operation that waits for a response (op::ack, read_resp, atomic_resp)
+// or still has cells to push (fragments).
 struct request {
-  uint64_t id = 0;
+  uint64_t id = 0;  // request_pool's
   req_kind kind = req_kind::send;
   void* context = nullptr;
   uint64_t flags = 0;     // completion flags
   uint64_t op_flags = 0;  // FI_COMPLETION, ...
   size_t len = 0;
-  void* buf = nullptr;
-  iovec iov[iov_max] = {};  // result buffers (read, fetch atomics)
+  iovec iov[iov_max] = {};  // source (sends, writes) or result buffers (reads, fetch atomics)
   size_t iov_count = 0;
-  size_t received = 0;  // bytes of response received
-  fi_addr_t addr = FI_ADDR_UNSPEC;
   peer* to = nullptr;  // where the request's cells go
-  uint64_t tag = 0;
-  uint64_t data = 0;
   int32_t peer_pid = 0;
-  // Pending fragments (no-CMA large messages and writes): what remains to go.
-  std::vector<unsigned char> staged;  // copy of the payload (non-CMA path)
+  // Fragments still to push (no-CMA large messages and writes).
+  std::vector<unsigned char> staged;  // copy of an injected payload
   size_t sent = 0;
   hdr_fields tmpl{};  // header fields for the fragments
   rma_desc rma{};
   bool needs_completion = true;
-};
-
-// A posted receive.
-struct posted_recv {
-  iovec iov[iov_max] = {};
-  size_t iov_count = 0;
-  size_t total = 0;
-  fi_addr_t src = FI_ADDR_UNSPEC;
-  uint64_t tag = 0;
-  uint64_t ignore = 0;
-  void* context = nullptr;
-  uint64_t flags = 0;  // FI_COMPLETION, FI_MULTI_RECV, ...
-  bool tagged = false;
-  size_t multi_off = 0;  // FI_MULTI_RECV: bytes consumed so far
-};
-
-// A message that arrived before its receive.
-struct unexpected {
-  ep* owner = nullptr;  // the endpoint it arrived on (shared receive contexts)
-  uint32_t src_slot = 0;
-  fi_addr_t src = FI_ADDR_NOTAVAIL;
-  uint64_t tag = 0;
-  uint64_t data = 0;
-  uint32_t flags = 0;
-  uint64_t size = 0;
-  uint64_t id = 0;
-  bool rndv = false;
-  bool complete = true;              // all fragments present
-  rndv_desc desc{};                  // rndv: where the data is
-  std::vector<unsigned char> bytes;  // inline / fragment data
-  size_t filled = 0;
-  bool claimed = false;  // FI_CLAIM'd by a peek
-  void* claim_context = nullptr;
 };
 
 // A receive whose message is being copied in two parts (see split_slot).
@@ -328,9 +344,9 @@ struct split_recv {
   int err;  // from our own part
 };
 
-// A receive in progress: large message matched, fragments still arriving.
+// A message arriving in fragments: into a receive, or into an unexpected entry.
 struct assembly {
-  posted_recv recv;
+  posted_recv recv;  // taken off the posted list (multi-receive: what remains goes back)
   uint32_t src_slot;
   uint64_t id;
   uint64_t size;
@@ -338,18 +354,168 @@ struct assembly {
   uint64_t tag = 0, data = 0;
   uint32_t flags = 0;
   fi_addr_t src = FI_ADDR_NOTAVAIL;
-  bool to_unexpected = false;  // fragments go to an unexpected entry
-  unexpected* ux = nullptr;
+  unexpected* ux = nullptr;  // fragments go to this unexpected entry until a receive adopts it
 };
 
-int endpoint_open(domain& dom, fi_info* info, fid_ep** out, void* context);
+// ------------------------------------------------------------------ endpoint (shm_ep.cpp)
+struct ep : endpoint {
+  std::string name;  // our endpoint name (address "fi_shm://<name>")
+  config cfg;
+  name_claim claim;
+  mapping region;
+  region_view me;
+  bool cma = true;
+  bool split_enabled = true;  // FI_SHM_SPLIT_COPY=0 turns it off
+  bool map_mr = true;         // FI_SHM_MAP_MR=0 turns it off
 
-// Cross-memory attach: moves `len` bytes between a local and a remote iov
-// list, starting `off` bytes into both. Returns 0 or a positive FI_E* code
-// (FI_EIO: the process is gone; FI_EACCES: refused or not mapped).
+  // Peers we talk to: by name, and a cache by AV index.
+  std::unordered_map<std::string, std::unique_ptr<peer>> by_name;
+  std::vector<peer*> by_index;
+  std::vector<std::unique_ptr<peer>> retired;  // replaced peers: requests may still point at them
+  fi_addr_t src_cache[peer_slots];             // sender slot -> fi_addr (FI_SOURCE)
+  int32_t src_pid[peer_slots] = {};            // the pid the cached entry was for
+
+  std::list<assembly> assemblies;
+  std::list<split_recv> splits;  // large receives copied in two parts
+  uint64_t split_busy = 0;       // bitmap of split slots in use (split_slots = 64)
+  uint32_t split_gen[split_slots] = {};
+
+  request_pool<request> requests;
+  std::list<request*> outgoing;  // requests with cells still to push, in order
+  struct pending_cell {
+    peer* to;
+    hdr_fields h;
+    std::vector<unsigned char> payload;
+  };
+  std::list<pending_cell> backlog;  // responses that found the peer's queue full
+  uint64_t last_liveness_check = 0;
+  uint32_t polls = 0;  // progress calls, to pace the periodic checks
+  // Cells consumed by the last progress call and handed back at the start of
+  // the next one: the release stores then never sit in front of the locked
+  // instruction of a send the application makes in between.
+  uint32_t unreleased = 0;
+
+  ep() {
+    for (auto& s : src_cache) s = FI_ADDR_NOTAVAIL;
+  }
+  static ep& of(endpoint& e) noexcept { return static_cast<ep&>(e); }
+};
+
+// Opens an endpoint object of any role (not enabled); throws.
+std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_role role, std::string name);
+extern const ep_transport transport;
+
+// ------------------------------------------------------------------ peers (shm_peer.cpp)
+// Why a destination has no peer to send to.
+enum class reach { ok, not_in_av, not_yet, gone };
+struct peer_ref {
+  peer* p;
+  reach why;
+};
+peer_ref peer_of_slow(ep& e, fi_addr_t addr) noexcept;
+fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept;
+
+// The peer an fi_addr_t names (mapped on first use). Inline: the cached
+// case is on every send.
+inline peer_ref peer_of(ep& e, fi_addr_t addr) noexcept {
+  if (e.av && !e.av->rx_index(addr)) [[likely]] {
+    uint64_t idx = e.av->index(addr);
+    if (idx < e.by_index.size()) {
+      peer* p = e.by_index[idx];
+      if (p && p->av_gen == e.av->generation(addr) && !p->dead) [[likely]]
+        return {p, reach::ok};
+    }
+  }
+  return peer_of_slow(e, addr);
+}
+
+// The fi_addr_t of the sender in peer slot `slot` (FI_SOURCE), cached per slot.
+inline fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept {
+  if (slot < peer_slots && e.src_cache[slot] != FI_ADDR_NOTAVAIL && e.src_pid[slot] == e.me.peers()[slot].pid)
+      [[likely]]
+    return e.src_cache[slot];
+  return src_addr_slow(e, slot);
+}
+
+// The peer that sent a cell (from its slot), mapped for responses.
+peer* sender_of(ep& e, uint32_t slot) noexcept;
+cell* claim_to_slow(ep& e, peer& p) noexcept;  // p's queue was full: progress once, try again
+// Claims a cell of p's queue (nullptr: full even after progressing once).
+inline cell* claim_to(ep& e, peer& p) noexcept {
+  cell* c = queue_claim(p.view());
+  if (!c) [[unlikely]]
+    return claim_to_slow(e, p);
+  c->h.src = static_cast<uint16_t>(p.slot);
+  return c;
+}
+// Fills a claimed cell of p's queue from h and the payload, and commits it.
+void post_cell(peer& p, cell* c, const hdr_fields& h, const void* payload, size_t len) noexcept;
+// Sends one cell (header fields from h) to p, or keeps it in the backlog
+// when p's queue is full. Returns false only on allocation failure.
+bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t len) noexcept;
+// Tells the sender in peer slot `slot` that its request `id` ended (err: 0
+// or a positive FI_E* code).
+void send_ack(ep& e, uint32_t slot, uint64_t id, int err) noexcept;
+// A send to a destination without a peer (why != ok): -FI_EINVAL when the
+// AV does not hold it, -FI_EAGAIN while the peer is not there yet, an
+// FI_EIO completion (and 0) when it is gone.
+ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq_flags) noexcept;
+
+// ------------------------------------------------------------------ requests (shm_progress.cpp)
+request* new_request(ep& e, peer* to, req_kind kind, void* context, uint64_t cq_flags, uint64_t op_flags,
+                     size_t len) noexcept;
+void finish_request(ep& e, request* r) noexcept;
+inline bool ops_outstanding(const ep& e) noexcept {
+  return !e.requests.empty() || !e.outgoing.empty();
+}
+// Pushes backlogged response cells and fragment streams as far as queues allow.
+void push_outgoing(ep& e) noexcept;
+void progress(ep& e) noexcept;
+
+// Takes a free split slot of our region (the caller checked that one is
+// free: split_busy != ~0), arms it under a fresh generation and marks it
+// busy. Returns the slot; *gen is the generation the peer must echo.
+// (Out of line: large copies only, kept out of the polling loop's code.)
+uint32_t arm_split(ep& e, uint32_t* gen) noexcept;
+
+// ------------------------------------------------------------------ the data path
+// shm_msg.cpp: sends, and the ops tables of util/ep_ops.hpp for a new endpoint.
+void install_ops(endpoint& e, ep_role role) noexcept;
+// shm_recv.cpp: arriving messages and the matcher's questions.
+extern const rx_transport rx_answers;
+// A message cell (msg, rndv, or a first fragment) nobody took on the fast path.
+enum class arrival { done, held_back };
+arrival handle_message(ep& e, cell* c) noexcept;
+void handle_fragment(ep& e, cell* c) noexcept;
+void handle_cts(ep& e, cell* c) noexcept;
+void poll_splits(ep& e) noexcept;
+// shm_rma.cpp
+ssize_t rma(ep& e, bool write, const iovec* iov, void* const* desc, size_t count, fi_addr_t addr,
+            const fi_rma_iov* riov, size_t rcount, uint64_t data, void* ctx, uint64_t flags) noexcept;
+void handle_write(ep& e, cell* c) noexcept;
+void handle_read_req(ep& e, cell* c) noexcept;
+void handle_read_resp(ep& e, cell* c) noexcept;
+void handle_notify(ep& e, cell* c) noexcept;
+void handle_write_help(ep& e, cell* c) noexcept;
+// shm_atomic.cpp
+size_t atomic_max_count(atomic_form form, fi_datatype dt) noexcept;
+ssize_t atomic(ep& e, const atomic_call& call) noexcept;
+void handle_atomic(ep& e, cell* c) noexcept;
+void handle_atomic_resp(ep& e, cell* c) noexcept;
+int query_atomic(fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags);
+
+// shm_cma.cpp: cross-memory attach and mapped registrations.
+// Moves `len` bytes between a local and a remote iov list, starting `off`
+// bytes into both. Returns 0 or a positive FI_E* code (FI_EIO: the process
+// is gone; FI_EACCES: refused or not mapped).
 int cma_copy(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc,
              size_t off, size_t len) noexcept;
 // Pulls [off, off + len) of a rendezvous message into iov. As cma_copy.
 int pull_desc(const rndv_desc& d, const iovec* iov, size_t count, size_t off, size_t len) noexcept;
+// Maps the peer's domain region (its registration table); false when it cannot.
+bool map_domain(peer& p) noexcept;
+// Our mapping of a peer registration's shared backing: the local address of
+// its first byte, or nullptr (none, or it cannot be mapped: then CMA).
+unsigned char* mapped_mr(peer& p, const mr_entry& me) noexcept;
 
 }  // namespace weft::shm

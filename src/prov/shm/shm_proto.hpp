@@ -3,15 +3,18 @@
 // process-shared mapping, so: standard layout, fixed-width fields, offsets
 // instead of pointers, a fixed 64-byte cache line, static_asserts on sizes.
 //
-// Two kinds of region, both files under /dev/shm, mode 0600, the owner's uid
-// in the name:
+// Two kinds of region, each an anonymous memfd (no file under /dev/shm, so
+// nothing outlives its processes). An endpoint claims its name as the
+// abstract unix socket "weft_<uid>_<name>"; a peer connects to it to learn
+// the owner's pid (SO_PEERCRED), then opens /proc/<pid>/fd/<n> of the memfd
+// labelled the same way (the same permission check as ptrace reads).
 //
-//   endpoint region  "weft_<uid>_<name>"   (one per enabled endpoint)
-//     [header | peer table | receive queue]
+//   endpoint region  (one per enabled endpoint)
+//     [header | peer table | split slots | receive queue]
 //     The receive queue is a bounded multi-producer single-consumer ring of
 //     fixed-size cells: any peer appends commands, only the owner consumes.
 //
-//   domain region    "weft_<uid>_d<pid>_<n>" (one per domain)
+//   domain region    (one per domain; its fd number is in each endpoint header)
 //     [header | registration table]
 //     The domain's memory registrations, published so that an initiator can
 //     validate (key, address, length, access) itself and then move RMA data
@@ -33,7 +36,7 @@ namespace weft::shm {
 inline constexpr size_t cacheline = 64;
 inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
-inline constexpr uint32_t proto_version = 3;
+inline constexpr uint32_t proto_version = 4;
 
 inline constexpr size_t name_max = 64;            // an endpoint name, NUL included
 inline constexpr size_t inject_max = 4096;        // payload bytes in one cell
@@ -90,7 +93,10 @@ struct cell_hdr {
   uint8_t reserved0;
   uint16_t src;    // the sender's slot in the receiver's peer table
   uint16_t flags;  // flag_*
-  uint64_t tag;
+  union {
+    uint64_t tag;     // messages
+    uint64_t offset;  // fragments after the first, RMA pieces, read responses: where the payload goes
+  };
   uint64_t data;  // remote CQ data, or an error code in responses
   uint64_t size;  // whole message / RMA / atomic length in bytes
   union {
@@ -217,9 +223,10 @@ struct alignas(cacheline) region_hdr {
   uint64_t peers_off;  // offset of the peer table
   uint64_t queue_off;  // offset of the cells
   uint32_t inject_size;
-  uint32_t cma;                      // the owner may be accessed with CMA (1) or not (0)
-  char name[name_max];               // the endpoint's name
-  char domain_region[name_max];      // file name of the owner's domain region
+  uint32_t cma;         // the owner may be accessed with CMA (1) or not (0)
+  char name[name_max];  // the endpoint's name
+  int32_t domain_fd;    // the owner's fd of its domain region
+  uint32_t reserved1[15];
   std::atomic<uint32_t> rma_events;  // the owner wants notify for RMA it is the target of
   uint32_t reserved[15];
 };

@@ -1,4 +1,5 @@
-// prov/shm: region files, the receive queue, and the published registration table.
+// prov/shm: regions (memfds reached through /proc), endpoint names
+// (abstract unix sockets), the receive queue, processes.
 #include <cpuid.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -6,29 +7,25 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <sys/uio.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
-#include <set>
 
 #include "core/log.hpp"
-#include "core/params.hpp"
 #include "prov/shm/shm.hpp"
 
 namespace weft::shm {
 
-// ------------------------------------------------------------------ files
-std::string region_file(const std::string& name) {
-  return "weft_" + std::to_string(getuid()) + "_" + name;
-}
-
+// ------------------------------------------------------------------ names
 bool valid_name(const std::string& name) noexcept {
   if (name.empty() || name.size() >= name_max) return false;
   for (char c : name)
@@ -36,22 +33,9 @@ bool valid_name(const std::string& name) noexcept {
   return name != "." && name != "..";
 }
 
-// Region files this process owns: unlinked at exit even when the
-// application never closes its endpoints or domains.
-namespace {
-struct owned_files {
-  std::mutex lock;
-  std::set<std::string> files;
-  ~owned_files() {
-    std::lock_guard g(lock);
-    for (const std::string& f : files) unlink(("/dev/shm/" + f).c_str());
-  }
-};
-owned_files& owned() {
-  static owned_files o;
-  return o;
+std::string region_label(const std::string& name) {
+  return "weft_" + std::to_string(getuid()) + "_" + name;
 }
-}  // namespace
 
 std::string shm_address(const std::string& name) {
   return shm_prefix + name;
@@ -66,70 +50,202 @@ std::string shm_name_of(const void* addr, size_t len) {
   return valid_name(name) ? name : std::string{};
 }
 
-void mapping::create(const std::string& file, size_t size) {
+namespace {
+std::atomic<uint32_t> name_counter{0};
+}
+
+std::string endpoint_name(const fi_info* info, const char* kind) {
+  std::string name = info ? shm_name_of(info->src_addr, info->src_addrlen) : std::string{};
+  if (name.find(':') != std::string::npos) return name;  // spelled out in full
+  // "<base>:<pid>.<kind><n>": unique in this process, and it names the
+  // process, so a peer can tell an endpoint that is gone from one that is
+  // not enabled yet.
+  if (name.empty()) name = std::to_string(getpid());
+  name += ':' + std::to_string(getpid()) + '.' + kind + std::to_string(name_counter++);
+  if (!valid_name(name)) fail(FI_EINVAL, "shm: endpoint name too long");
+  return name;
+}
+
+int32_t pid_of_name(const std::string& name) noexcept {
+  size_t colon = name.rfind(':');
+  if (colon == std::string::npos) return 0;
+  const char* s = name.c_str() + colon + 1;
+  char* end = nullptr;
+  long pid = strtol(s, &end, 10);
+  if (end == s || *end != '.' || pid <= 0 || pid > INT32_MAX) return 0;
+  return static_cast<int32_t>(pid);
+}
+
+// ------------------------------------------------------------------ mappings
+void mapping::create(const std::string& label, size_t size) {
   reset();
-  std::string path = "/dev/shm/" + file;
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    if (errno == EEXIST) fail(FI_EADDRINUSE, "shm region exists");
-    fail(FI_EIO, "cannot create shm region");
-  }
+  int fd = memfd_create(label.c_str(), MFD_CLOEXEC);
+  if (fd < 0) fail(FI_ENOMEM, "shm: cannot create a region");
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
     ::close(fd);
-    unlink(path.c_str());
-    fail(FI_ENOMEM, "cannot size shm region");
+    fail(FI_ENOMEM, "shm: cannot size a region");
   }
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
   if (p == MAP_FAILED) {
-    unlink(path.c_str());
-    fail(FI_ENOMEM, "cannot map shm region");
+    ::close(fd);
+    fail(FI_ENOMEM, "shm: cannot map a region");
   }
   base_ = static_cast<unsigned char*>(p);
   size_ = size;
-  file_ = file;
-  owner_ = true;
-  owned_files& o = owned();
-  std::lock_guard g(o.lock);
-  o.files.insert(file);
+  fd_ = fd;
 }
 
-bool mapping::open(const std::string& file, size_t min_size) {
+bool mapping::open(int32_t pid, int fd, size_t min_size) noexcept {
   reset();
-  std::string path = "/dev/shm/" + file;
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (pid <= 0 || fd < 0) return false;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, fd);
+  int own = ::open(path, O_RDWR | O_CLOEXEC);
+  if (own < 0) return false;
   struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_uid != getuid() || static_cast<size_t>(st.st_size) < min_size) {
-    ::close(fd);
+  if (fstat(own, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid() ||
+      static_cast<size_t>(st.st_size) < min_size) {
+    ::close(own);
     return false;
   }
-  void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
+  void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
+  ::close(own);
   if (p == MAP_FAILED) return false;
   base_ = static_cast<unsigned char*>(p);
   size_ = static_cast<size_t>(st.st_size);
-  file_ = file;
-  owner_ = false;
   return true;
 }
 
 void mapping::reset() noexcept {
-  if (!base_) return;
-  munmap(base_, size_);
-  if (owner_) {
-    unlink(("/dev/shm/" + file_).c_str());
-    owned_files& o = owned();
-    std::lock_guard g(o.lock);
-    o.files.erase(file_);
-  }
+  if (base_) munmap(base_, size_);
+  if (fd_ >= 0) ::close(fd_);
   base_ = nullptr;
   size_ = 0;
-  owner_ = false;
-  file_.clear();
+  fd_ = -1;
 }
 
-// A process that exited but was not reaped yet (a zombie) is gone for us.
+// ------------------------------------------------------------------ name claims
+namespace {
+socklen_t abstract_address(const std::string& name, sockaddr_un* sa) noexcept {
+  memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  std::string label = region_label(name);
+  size_t n = std::min(label.size(), sizeof sa->sun_path - 1);
+  memcpy(sa->sun_path + 1, label.data(), n);  // sun_path[0] = 0: the abstract namespace
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+}  // namespace
+
+void name_claim::claim(const std::string& name) {
+  reset();
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail(FI_EMFILE, "shm: no socket for the endpoint name");
+  sockaddr_un sa;
+  socklen_t len = abstract_address(name, &sa);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EADDRINUSE) fail(FI_EADDRINUSE, "shm: endpoint name in use");
+    fail(FI_EIO, "shm: cannot claim the endpoint name");
+  }
+  if (listen(fd, 512) != 0) {
+    ::close(fd);
+    fail(FI_EIO, "shm: cannot listen on the endpoint name");
+  }
+  fd_ = fd;
+}
+
+void name_claim::drain() noexcept {
+  if (fd_ < 0) return;
+  for (int i = 0; i < 64; ++i) {
+    int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) break;
+    ::close(c);
+  }
+}
+
+void name_claim::reset() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+namespace {
+// The pid of the process holding the name, from the listening socket's
+// credentials (no help from that process needed); 0 when nobody holds it.
+int32_t name_owner(const std::string& name, bool* refused) noexcept {
+  *refused = false;
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *refused = true;
+    return 0;
+  }
+  sockaddr_un sa;
+  socklen_t len = abstract_address(name, &sa);
+  int32_t pid = 0;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), len) == 0) {
+    ucred cred{};
+    socklen_t cl = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.uid == getuid())
+      pid = cred.pid;
+    else
+      *refused = true;
+  }
+  ::close(fd);
+  return pid;
+}
+
+// The fd number under which process `pid` holds the memfd labelled `label`.
+int find_memfd(int32_t pid, const std::string& label) noexcept {
+  char dir_path[64];
+  snprintf(dir_path, sizeof dir_path, "/proc/%d/fd", pid);
+  DIR* dir = opendir(dir_path);
+  if (!dir) return -1;
+  std::string want = "/memfd:" + label + " (deleted)";
+  int found = -1;
+  while (dirent* de = readdir(dir)) {
+    char* stop = nullptr;
+    long n = strtol(de->d_name, &stop, 10);
+    if (!*de->d_name || *stop || n < 0) continue;
+    char link[512], path[96];
+    snprintf(path, sizeof path, "%s/%ld", dir_path, n);
+    ssize_t got = readlink(path, link, sizeof link - 1);
+    if (got <= 0) continue;
+    link[got] = 0;
+    if (want == link) {
+      found = static_cast<int>(n);
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+}  // namespace
+
+found open_region(const std::string& name, mapping& m, int32_t* pid) noexcept {
+  try {
+    bool refused = false;
+    int32_t owner = name_owner(name, &refused);
+    if (refused) return found::refused;
+    if (!owner) return found::absent;
+    int fd = find_memfd(owner, region_label(name));
+    if (fd < 0 || !m.open(owner, fd, region_size)) return pid_alive(owner) ? found::refused : found::absent;
+    region_hdr* h = region_view{m.base()}.hdr();
+    if (h->magic != region_magic || h->version != proto_version || h->pid != owner) {
+      m.reset();
+      return found::refused;
+    }
+    if (h->state.load(std::memory_order_acquire) != state_ready) {
+      m.reset();
+      return found::absent;  // being set up, or closing
+    }
+    *pid = owner;
+    return found::yes;
+  } catch (...) {
+    return found::refused;
+  }
+}
+
+// ------------------------------------------------------------------ processes
 // getpid() is a system call: the data path uses this cache, reset in a
 // forked child.
 namespace {
@@ -150,6 +266,7 @@ int32_t self_pid() noexcept {
   return p;
 }
 
+// A process that exited but was not reaped yet (a zombie) is gone for us.
 bool pid_alive(int32_t pid) noexcept {
   if (pid <= 0) return false;
   if (kill(pid, 0) != 0 && errno != EPERM) return false;
@@ -165,8 +282,8 @@ bool pid_alive(int32_t pid) noexcept {
   return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
 }
 
-bool cma_usable() noexcept {
-  if (param_bool("shm", "disable_cma").value_or(false)) {
+bool cma_usable(bool disabled) noexcept {
+  if (disabled) {
     WEFT_DEBUG(FI_LOG_CORE, "shm: CMA disabled by FI_SHM_DISABLE_CMA");
     return false;
   }
@@ -197,34 +314,8 @@ bool cma_usable() noexcept {
   return usable;
 }
 
-// Regions of this uid whose owner is gone: left by a killed process.
-void remove_stale_regions() noexcept {
-  std::string prefix = "weft_" + std::to_string(getuid()) + "_";
-  DIR* dir = opendir("/dev/shm");
-  if (!dir) return;
-  while (dirent* e = readdir(dir)) {
-    if (strncmp(e->d_name, prefix.c_str(), prefix.size())) continue;
-    std::string path = std::string("/dev/shm/") + e->d_name;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    uint64_t magic = 0;
-    int32_t pid = 0;
-    bool stale = false;
-    if (pread(fd, &magic, sizeof magic, 0) == sizeof magic &&
-        (magic == region_magic || magic == domain_magic) && pread(fd, &pid, sizeof pid, 12) == sizeof pid)
-      stale = pid > 0 && !pid_alive(pid);
-    ::close(fd);
-    if (stale) {
-      WEFT_DEBUG(FI_LOG_CORE, "shm: removing stale region %s (pid %d gone)", e->d_name, pid);
-      unlink(path.c_str());
-    }
-  }
-  closedir(dir);
-}
-
 // ------------------------------------------------------------------ queue
-void region_init(unsigned char* base, const std::string& name, const std::string& domain_file,
-                 bool cma) noexcept {
+void region_init(unsigned char* base, const std::string& name, int domain_fd, bool cma) noexcept {
   region_view r{base};
   region_hdr* h = r.hdr();
   h->version = proto_version;
@@ -237,8 +328,8 @@ void region_init(unsigned char* base, const std::string& name, const std::string
   h->queue_off = region_queue_off;
   h->inject_size = inject_max;
   h->cma = cma;
+  h->domain_fd = domain_fd;
   strncpy(h->name, name.c_str(), name_max - 1);
-  strncpy(h->domain_region, domain_file.c_str(), name_max - 1);
   cell* cells = r.cells();
   for (uint32_t i = 0; i < queue_cells; ++i) cells[i].h.seq.store(i, std::memory_order_relaxed);
   r.ctl()->tail.store(0, std::memory_order_relaxed);
@@ -282,301 +373,6 @@ cell* queue_stalled(region_view r) noexcept {
 
 void queue_release(region_view r, cell*) noexcept {
   queue_release_n(r, 1);
-}
-
-// ------------------------------------------------------------------ registrations
-namespace {
-std::atomic<uint32_t> domain_counter{0};
-
-void close_domain(domain& d) noexcept {
-  delete static_cast<shm_domain*>(d.prov_ctx);
-  d.prov_ctx = nullptr;
-}
-}  // namespace
-
-shm_domain& shm_domain::of(domain& d) {
-  if (d.prov_ctx) return *static_cast<shm_domain*>(d.prov_ctx);
-  auto sd = std::make_unique<shm_domain>();
-  remove_stale_regions();
-  // (Built up in steps: GCC 12 at -O3 warns falsely on "d" + std::string.)
-  std::string name = "d";
-  name += std::to_string(getpid());
-  name += '_';
-  name += std::to_string(domain_counter++);
-  sd->file = region_file(name);
-  sd->region.create(sd->file, domain_region_size);
-  auto* h = reinterpret_cast<domain_hdr*>(sd->region.base());
-  h->version = proto_version;
-  h->pid = getpid();
-  h->slots = mr_table_slots;
-  h->size = domain_region_size;
-  h->table_off = domain_table_off;
-  h->magic = domain_magic;
-  sd->map_mr = cma_usable() && param_bool("shm", "map_mr").value_or(true);
-  d.prov_ctx = sd.release();
-  d.prov_close = close_domain;
-  d.mr_changed = publish_mr;
-  // Registrations made before the first endpoint.
-  std::vector<mr_entry> all;
-  if (d.mrs) d.mrs->snapshot(all);
-  for (const mr_entry& e : all) publish_mr(d, e.key);
-  return *static_cast<shm_domain*>(d.prov_ctx);
-}
-
-namespace {
-mr_slot* table(unsigned char* base) {
-  return reinterpret_cast<mr_slot*>(base + domain_table_off);
-}
-
-void write_slot(mr_slot& s, uint32_t state, const mr_entry* e) noexcept {
-  // Sequence lock: odd while writing. The acquire RMW keeps the data writes
-  // after it; the release store publishes them.
-  uint64_t seq = s.seq.fetch_add(1, std::memory_order_acq_rel);
-  s.state = state;
-  if (e) s.entry = *e;
-  s.seq.store(seq + 2, std::memory_order_release);
-}
-}  // namespace
-
-shm_domain::~shm_domain() {
-  for (backing& b : backings)
-    if (b.fd >= 0) close(b.fd);
-}
-
-namespace {
-// The shared mapping that holds [addr, addr + len) in this process, from
-// /proc/self/maps: its file's device and inode and the file offset of addr.
-// Only a writable shared mapping that covers the whole range qualifies.
-bool shared_mapping_of(uint64_t addr, uint64_t len, uint64_t* dev, uint64_t* ino, uint64_t* off,
-                       uint64_t* start, uint64_t* end) noexcept {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    const char* line = text.c_str() + pos;  // the fields end before the newline
-    pos = eol + 1;
-    unsigned long lo = 0, hi = 0, foff = 0, inode = 0;
-    unsigned maj = 0, min = 0;
-    char perms[8] = {};
-    if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &foff, &maj, &min, &inode) != 7) continue;
-    if (addr < lo || addr >= hi) continue;
-    if (addr + len > hi || len > hi - lo || inode == 0 || perms[0] != 'r' || perms[1] != 'w' ||
-        perms[3] != 's')
-      return false;
-    *dev = makedev(maj, min);
-    *ino = inode;
-    *off = foff + (addr - lo);
-    *start = lo;
-    *end = hi;
-    return true;
-  }
-  return false;
-}
-
-// A read-write fd of that file, sealed against shrinking, or -1.
-bool usable_backing(int fd, uint64_t dev, uint64_t ino) noexcept {
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev || st.st_ino != ino) return false;
-  int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || (fl & O_ACCMODE) != O_RDWR) return false;
-  int seals = fcntl(fd, F_GET_SEALS);
-  return seals >= 0 && (seals & F_SEAL_SHRINK);
-}
-
-int find_backing_fd(uint64_t dev, uint64_t ino, uint64_t start, uint64_t end) noexcept {
-  // An fd of the file the application still holds ...
-  if (DIR* dir = opendir("/proc/self/fd")) {
-    int own = dirfd(dir);
-    int found = -1;
-    while (dirent* de = readdir(dir)) {
-      char* stop = nullptr;
-      long n = strtol(de->d_name, &stop, 10);
-      if (!*de->d_name || *stop || n < 0 || n == own) continue;
-      if (usable_backing(static_cast<int>(n), dev, ino)) {
-        found = fcntl(static_cast<int>(n), F_DUPFD_CLOEXEC, 3);
-        break;
-      }
-    }
-    closedir(dir);
-    if (found >= 0) return found;
-  }
-  // ... or the mapping itself (needs CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN).
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", static_cast<unsigned long>(start),
-           static_cast<unsigned long>(end));
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return -1;
-  if (usable_backing(fd, dev, ino)) return fd;
-  close(fd);
-  return -1;
-}
-
-void drop_backing(shm_domain& sd, shm_domain::published& pub) noexcept {
-  if (pub.backing == SIZE_MAX) return;
-  shm_domain::backing& b = sd.backings[pub.backing];
-  if (--b.refs == 0 && b.fd >= 0) {
-    close(b.fd);
-    b = shm_domain::backing{};
-  }
-  pub.backing = SIZE_MAX;
-}
-
-// Fills e.prov with the registration's shared backing, when it has one.
-void attach_backing(shm_domain& sd, mr_entry& e) noexcept {
-  if (!sd.map_mr || e.iov_count != 1 || !e.seg[0].len) return;
-  try {
-    auto [it, fresh] = sd.by_key.try_emplace(e.key);
-    shm_domain::published& pub = it->second;
-    if (!fresh && pub.addr == e.seg[0].addr && pub.len == e.seg[0].len) {
-      memcpy(e.prov, pub.prov, sizeof e.prov);  // re-published (enable): nothing changed
-      return;
-    }
-    drop_backing(sd, pub);
-    pub = shm_domain::published{e.seg[0].addr, e.seg[0].len, {}, SIZE_MAX};
-    uint64_t dev, ino, off, start, end;
-    if (!shared_mapping_of(e.seg[0].addr, e.seg[0].len, &dev, &ino, &off, &start, &end)) return;
-    size_t idx = SIZE_MAX, free_idx = SIZE_MAX;
-    for (size_t i = 0; i < sd.backings.size(); ++i) {
-      if (sd.backings[i].refs && sd.backings[i].dev == dev && sd.backings[i].ino == ino) idx = i;
-      if (!sd.backings[i].refs && free_idx == SIZE_MAX) free_idx = i;
-    }
-    if (idx == SIZE_MAX) {
-      int fd = find_backing_fd(dev, ino, start, end);
-      if (fd < 0) return;
-      if (free_idx == SIZE_MAX) {
-        sd.backings.emplace_back();
-        free_idx = sd.backings.size() - 1;
-      }
-      idx = free_idx;
-      uint32_t gen = sd.next_gen++ & 0x7fffffffu;
-      if (!gen) gen = sd.next_gen++;
-      sd.backings[idx] = shm_domain::backing{dev, ino, fd, gen, 0};
-    }
-    shm_domain::backing& b = sd.backings[idx];
-    ++b.refs;
-    pub.backing = idx;
-    pub.prov[0] = backing_valid | uint64_t{b.gen} << 32 | static_cast<uint32_t>(b.fd);
-    pub.prov[1] = off;
-    pub.prov[2] = ino;
-    memcpy(e.prov, pub.prov, sizeof e.prov);
-  } catch (...) {
-    // No backing published: initiators use CMA.
-  }
-}
-
-void detach_backing(shm_domain& sd, uint64_t key) noexcept {
-  auto it = sd.by_key.find(key);
-  if (it == sd.by_key.end()) return;
-  drop_backing(sd, it->second);
-  sd.by_key.erase(it);
-}
-}  // namespace
-
-namespace {
-// Writes the table slot of `key`: entry e when live, a tombstone otherwise.
-void write_table(mr_slot* t, uint64_t key, bool live, const mr_entry& e) noexcept {
-  uint32_t start = mr_hash(key) & (mr_table_slots - 1);
-  mr_slot* tomb = nullptr;
-  for (uint32_t i = 0; i < mr_table_slots; ++i) {
-    mr_slot& s = t[(start + i) & (mr_table_slots - 1)];
-    if (s.state == 1 && s.entry.key == key) {
-      write_slot(s, live ? 1 : 2, live ? &e : nullptr);
-      return;
-    }
-    if (s.state == 2 && !tomb) tomb = &s;
-    if (s.state == 0) {
-      if (live) write_slot(tomb ? *tomb : s, 1, &e);
-      return;
-    }
-  }
-  if (live && tomb) write_slot(*tomb, 1, &e);
-}
-}  // namespace
-
-void publish_mr(domain& d, uint64_t key) noexcept {
-  if (!d.prov_ctx) return;
-  auto& sd = *static_cast<shm_domain*>(d.prov_ctx);
-  std::lock_guard lock(sd.lock);
-  mr_entry e;
-  bool live = d.mrs && d.mrs->find(key, &e);
-  if (live) attach_backing(sd, e);
-  write_table(table(sd.region.base()), key, live, e);
-  // A withdrawn registration's backing fd closes only once no initiator can
-  // read it from the table any more.
-  if (!live) detach_backing(sd, key);
-}
-
-bool lookup_mr(const unsigned char* base, uint64_t key, mr_entry* out) noexcept {
-  const mr_slot* t = reinterpret_cast<const mr_slot*>(base + domain_table_off);
-  uint32_t start = mr_hash(key) & (mr_table_slots - 1);
-  for (uint32_t i = 0; i < mr_table_slots; ++i) {
-    const mr_slot& s = t[(start + i) & (mr_table_slots - 1)];
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      uint64_t seq = s.seq.load(std::memory_order_acquire);
-      if (seq & 1) continue;
-      uint32_t state = s.state;
-      mr_entry e = s.entry;
-      // The release RMW keeps the copies above before the re-check.
-      if (const_cast<mr_slot&>(s).seq.fetch_add(0, std::memory_order_acq_rel) != seq) continue;
-      if (state == 0) return false;
-      if (state == 1 && e.key == key) {
-        *out = e;
-        return true;
-      }
-      break;
-    }
-  }
-  return false;
-}
-
-// ------------------------------------------------------------------ cross-memory attach
-int cma_copy(bool write, int32_t pid, const iovec* local, size_t lc, const iovec* remote, size_t rc,
-             size_t off, size_t len) noexcept {
-  // Both lists are cut to [off + done, off + len): process_vm_* may move
-  // less than asked, and then the copy resumes where it stopped.
-  auto cut = [](const iovec* v, size_t c, size_t skip, size_t want, iovec* out, size_t& oc) {
-    for (size_t i = 0; i < c && want && oc < iov_max * mr_iov_max; ++i) {
-      if (skip >= v[i].iov_len) {
-        skip -= v[i].iov_len;
-        continue;
-      }
-      size_t n = std::min(v[i].iov_len - skip, want);
-      out[oc++] = {static_cast<char*>(v[i].iov_base) + skip, n};
-      want -= n;
-      skip = 0;
-    }
-  };
-  size_t done = 0;
-  while (done < len) {
-    iovec l2[iov_max * mr_iov_max], r2[iov_max * mr_iov_max];
-    size_t l2c = 0, r2c = 0;
-    cut(local, lc, off + done, len - done, l2, l2c);
-    cut(remote, rc, off + done, len - done, r2, r2c);
-    if (!l2c || !r2c) return FI_EINVAL;
-    ssize_t n =
-        write ? process_vm_writev(pid, l2, l2c, r2, r2c, 0) : process_vm_readv(pid, l2, l2c, r2, r2c, 0);
-    if (n <= 0) return errno == ESRCH ? FI_EIO : FI_EACCES;
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-int pull_desc(const rndv_desc& d, const iovec* iov, size_t count, size_t off, size_t len) noexcept {
-  iovec remote[iov_max];
-  size_t rc = std::min<size_t>(d.iov_count, iov_max);
-  for (size_t i = 0; i < rc; ++i) remote[i] = {reinterpret_cast<void*>(d.iov[i].base), d.iov[i].len};
-  return cma_copy(false, d.pid, iov, count, remote, rc, off, len);
 }
 
 }  // namespace weft::shm

@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
-#include <mutex>
 #include <new>
 #include <type_traits>
 
@@ -63,27 +62,6 @@ public:
 
 private:
   std::atomic<int> n_{0};
-};
-
-// A mutex whose locking is a policy chosen once, at open, from the domain's
-// threading level: off where the application serialises access to the
-// object (FI_THREAD_DOMAIN, FI_THREAD_COMPLETION, FI_THREAD_ENDPOINT) and no
-// provider thread touches it, so the hot path takes no lock there.
-class policy_mutex {
-public:
-  void set_locking(bool on) noexcept { on_ = on; }
-  bool locking() const noexcept { return on_; }
-  void lock() {
-    if (on_) m_.lock();
-  }
-  void unlock() {
-    if (on_) m_.unlock();
-  }
-  bool try_lock() { return on_ ? m_.try_lock() : true; }
-
-private:
-  std::mutex m_;
-  bool on_ = true;
 };
 
 // The C struct is the first member of T, so the addresses coincide.

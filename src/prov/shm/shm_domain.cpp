@@ -1,0 +1,284 @@
+// prov/shm: the domain — the provider's part of fi_domain, and the
+// registration table it publishes so that initiators validate and move RMA
+// data themselves.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "core/params.hpp"
+#include "prov/shm/shm.hpp"
+
+namespace weft::shm {
+
+config read_config() {
+  config c;
+  c.cma = cma_usable(param_bool("shm", "disable_cma").value_or(false));
+  c.split = c.cma && param_bool("shm", "split_copy").value_or(true);
+  c.map_mr = c.cma && param_bool("shm", "map_mr").value_or(true);
+  if (auto v = param_int("shm", "inject_size"); v && *v >= 0)
+    c.inject_size = std::min<size_t>(static_cast<size_t>(*v), inject_max);
+  return c;
+}
+
+shm_domain::shm_domain(domain& d) : dom(d), cfg(read_config()) {
+  region.create(region_label("domain"), domain_region_size);
+  auto* h = reinterpret_cast<domain_hdr*>(region.base());
+  h->version = proto_version;
+  h->pid = getpid();
+  h->slots = mr_table_slots;
+  h->size = domain_region_size;
+  h->table_off = domain_table_off;
+  h->magic = domain_magic;
+}
+
+int shm_domain::endpoint(fi_info* info, fid_ep** out, void* context) {
+  if (!info || !out) return -FI_EINVAL;
+  if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
+    return -FI_EINVAL;
+  if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, "shm"))
+    return -FI_EINVAL;
+  if (info->tx_attr && info->tx_attr->inject_size > inject_max) return -FI_EINVAL;
+  if (info->ep_attr && ((info->ep_attr->tx_ctx_cnt > 1 && info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
+                        (info->ep_attr->rx_ctx_cnt > 1 && info->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT)))
+    return -FI_EINVAL;  // several contexts: fi_scalable_ep
+  auto e = make_ep(dom, info, context, ep_role::endpoint, endpoint_name(info, ""));
+  dom.users_.add();
+  *out = &e.release()->fid_;
+  return 0;
+}
+
+int shm_domain::stx_ctx(fi_tx_attr* attr, fid_stx** out, void* context) {
+  return stx_open(dom, attr, out, context, inject_max);
+}
+
+int shm_domain::srx_ctx(fi_rx_attr* attr, fid_ep** out, void* context) {
+  return srx_open(dom, attr, out, context);
+}
+
+int shm_domain::query_atomic(fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags) {
+  return shm::query_atomic(dt, op, attr, flags);
+}
+
+namespace {
+mr_slot* table(unsigned char* base) {
+  return reinterpret_cast<mr_slot*>(base + domain_table_off);
+}
+
+void write_slot(mr_slot& s, uint32_t state, const mr_entry* e) noexcept {
+  // Sequence lock: odd while writing. The acquire RMW keeps the data writes
+  // after it; the release store publishes them.
+  uint64_t seq = s.seq.fetch_add(1, std::memory_order_acq_rel);
+  s.state = state;
+  if (e) s.entry = *e;
+  s.seq.store(seq + 2, std::memory_order_release);
+}
+}  // namespace
+
+shm_domain::~shm_domain() {
+  for (backing& b : backings)
+    if (b.fd >= 0) close(b.fd);
+}
+
+namespace {
+// The shared mapping that holds [addr, addr + len) in this process, from
+// /proc/self/maps: its file's device and inode and the file offset of addr.
+// Only a writable shared mapping that covers the whole range qualifies.
+bool shared_mapping_of(uint64_t addr, uint64_t len, uint64_t* dev, uint64_t* ino, uint64_t* off,
+                       uint64_t* start, uint64_t* end) noexcept {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const char* line = text.c_str() + pos;  // the fields end before the newline
+    pos = eol + 1;
+    unsigned long lo = 0, hi = 0, foff = 0, inode = 0;
+    unsigned maj = 0, min = 0;
+    char perms[8] = {};
+    if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &foff, &maj, &min, &inode) != 7) continue;
+    if (addr < lo || addr >= hi) continue;
+    if (addr + len > hi || len > hi - lo || inode == 0 || perms[0] != 'r' || perms[1] != 'w' ||
+        perms[3] != 's')
+      return false;
+    *dev = makedev(maj, min);
+    *ino = inode;
+    *off = foff + (addr - lo);
+    *start = lo;
+    *end = hi;
+    return true;
+  }
+  return false;
+}
+
+// A read-write fd of that file, sealed against shrinking, or -1.
+bool usable_backing(int fd, uint64_t dev, uint64_t ino) noexcept {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != dev || st.st_ino != ino) return false;
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || (fl & O_ACCMODE) != O_RDWR) return false;
+  int seals = fcntl(fd, F_GET_SEALS);
+  return seals >= 0 && (seals & F_SEAL_SHRINK);
+}
+
+int find_backing_fd(uint64_t dev, uint64_t ino, uint64_t start, uint64_t end) noexcept {
+  // An fd of the file the application still holds ...
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    int own = dirfd(dir);
+    int found = -1;
+    while (dirent* de = readdir(dir)) {
+      char* stop = nullptr;
+      long n = strtol(de->d_name, &stop, 10);
+      if (!*de->d_name || *stop || n < 0 || n == own) continue;
+      if (usable_backing(static_cast<int>(n), dev, ino)) {
+        found = fcntl(static_cast<int>(n), F_DUPFD_CLOEXEC, 3);
+        break;
+      }
+    }
+    closedir(dir);
+    if (found >= 0) return found;
+  }
+  // ... or the mapping itself (needs CAP_CHECKPOINT_RESTORE or CAP_SYS_ADMIN).
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", static_cast<unsigned long>(start),
+           static_cast<unsigned long>(end));
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (usable_backing(fd, dev, ino)) return fd;
+  close(fd);
+  return -1;
+}
+
+void drop_backing(shm_domain& sd, shm_domain::published& pub) noexcept {
+  if (pub.backing == SIZE_MAX) return;
+  shm_domain::backing& b = sd.backings[pub.backing];
+  if (--b.refs == 0 && b.fd >= 0) {
+    close(b.fd);
+    b = shm_domain::backing{};
+  }
+  pub.backing = SIZE_MAX;
+}
+
+// Fills e.prov with the registration's shared backing, when it has one.
+void attach_backing(shm_domain& sd, mr_entry& e) noexcept {
+  if (!sd.cfg.map_mr || e.iov_count != 1 || !e.seg[0].len) return;
+  try {
+    auto [it, fresh] = sd.by_key.try_emplace(e.key);
+    shm_domain::published& pub = it->second;
+    if (!fresh && pub.addr == e.seg[0].addr && pub.len == e.seg[0].len) {
+      memcpy(e.prov, pub.prov, sizeof e.prov);  // re-published (enable): nothing changed
+      return;
+    }
+    drop_backing(sd, pub);
+    pub = shm_domain::published{e.seg[0].addr, e.seg[0].len, {}, SIZE_MAX};
+    uint64_t dev, ino, off, start, end;
+    if (!shared_mapping_of(e.seg[0].addr, e.seg[0].len, &dev, &ino, &off, &start, &end)) return;
+    size_t idx = SIZE_MAX, free_idx = SIZE_MAX;
+    for (size_t i = 0; i < sd.backings.size(); ++i) {
+      if (sd.backings[i].refs && sd.backings[i].dev == dev && sd.backings[i].ino == ino) idx = i;
+      if (!sd.backings[i].refs && free_idx == SIZE_MAX) free_idx = i;
+    }
+    if (idx == SIZE_MAX) {
+      int fd = find_backing_fd(dev, ino, start, end);
+      if (fd < 0) return;
+      if (free_idx == SIZE_MAX) {
+        sd.backings.emplace_back();
+        free_idx = sd.backings.size() - 1;
+      }
+      idx = free_idx;
+      uint32_t gen = sd.next_gen++ & 0x7fffffffu;
+      if (!gen) gen = sd.next_gen++;
+      sd.backings[idx] = shm_domain::backing{dev, ino, fd, gen, 0};
+    }
+    shm_domain::backing& b = sd.backings[idx];
+    ++b.refs;
+    pub.backing = idx;
+    pub.prov[0] = backing_valid | uint64_t{b.gen} << 32 | static_cast<uint32_t>(b.fd);
+    pub.prov[1] = off;
+    pub.prov[2] = ino;
+    memcpy(e.prov, pub.prov, sizeof e.prov);
+  } catch (...) {
+    // No backing published: initiators use CMA.
+  }
+}
+
+void detach_backing(shm_domain& sd, uint64_t key) noexcept {
+  auto it = sd.by_key.find(key);
+  if (it == sd.by_key.end()) return;
+  drop_backing(sd, it->second);
+  sd.by_key.erase(it);
+}
+}  // namespace
+
+namespace {
+// Writes the table slot of `key`: entry e when live, a tombstone otherwise.
+void write_table(mr_slot* t, uint64_t key, bool live, const mr_entry& e) noexcept {
+  uint32_t start = mr_hash(key) & (mr_table_slots - 1);
+  mr_slot* tomb = nullptr;
+  for (uint32_t i = 0; i < mr_table_slots; ++i) {
+    mr_slot& s = t[(start + i) & (mr_table_slots - 1)];
+    if (s.state == 1 && s.entry.key == key) {
+      write_slot(s, live ? 1 : 2, live ? &e : nullptr);
+      return;
+    }
+    if (s.state == 2 && !tomb) tomb = &s;
+    if (s.state == 0) {
+      if (live) write_slot(tomb ? *tomb : s, 1, &e);
+      return;
+    }
+  }
+  if (live && tomb) write_slot(*tomb, 1, &e);
+}
+}  // namespace
+
+void shm_domain::mr_changed(uint64_t key) noexcept {
+  std::lock_guard g(lock);
+  mr_entry e;
+  bool live = dom.mrs && dom.mrs->find(key, &e);
+  if (live) attach_backing(*this, e);
+  write_table(table(region.base()), key, live, e);
+  // A withdrawn registration's backing fd closes only once no initiator can
+  // read it from the table any more.
+  if (!live) detach_backing(*this, key);
+}
+
+bool lookup_mr(const unsigned char* base, uint64_t key, mr_entry* out) noexcept {
+  const mr_slot* t = reinterpret_cast<const mr_slot*>(base + domain_table_off);
+  uint32_t start = mr_hash(key) & (mr_table_slots - 1);
+  for (uint32_t i = 0; i < mr_table_slots; ++i) {
+    const mr_slot& s = t[(start + i) & (mr_table_slots - 1)];
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      uint64_t seq = s.seq.load(std::memory_order_acquire);
+      if (seq & 1) continue;
+      uint32_t state = s.state;
+      mr_entry e = s.entry;
+      // The release RMW keeps the copies above before the re-check.
+      if (const_cast<mr_slot&>(s).seq.fetch_add(0, std::memory_order_acq_rel) != seq) continue;
+      if (state == 0) return false;
+      if (state == 1 && e.key == key) {
+        *out = e;
+        return true;
+      }
+      break;
+    }
+  }
+  return false;
+}
+
+}  // namespace weft::shm

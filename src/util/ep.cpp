@@ -1,0 +1,515 @@
+// The endpoint core: bind, enable, control (op flags, aliases), options,
+// cancel, close; completions and progress.
+#include "util/ep.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/info.hpp"
+#include "core/log.hpp"
+#include "util/cntr.hpp"
+#include "util/cq.hpp"
+#include "util/eq.hpp"
+#include "util/rx.hpp"
+
+namespace weft {
+
+namespace {
+
+void stop_progress_thread(endpoint& e) {
+  if (e.progress_thread.joinable()) {
+    e.stop.store(true);
+    e.progress_thread.join();
+  }
+}
+
+void unbind_all(endpoint& e) noexcept {
+  if (e.tx_cq) {
+    cq_del_poller(e.tx_cq, endpoint_poller, &e);
+    cq_drop(e.tx_cq);
+  }
+  if (e.rx_cq) {
+    if (e.rx_cq != e.tx_cq) cq_del_poller(e.rx_cq, endpoint_poller, &e);
+    cq_drop(e.rx_cq);
+  }
+  fid_cntr* cntrs[] = {e.cntr_send, e.cntr_recv, e.cntr_read, e.cntr_write, e.cntr_rread, e.cntr_rwrite};
+  for (size_t i = 0; i < 6; ++i) {
+    fid_cntr* c = cntrs[i];
+    if (!c) continue;
+    bool first = true;
+    for (size_t j = 0; j < i; ++j)
+      if (cntrs[j] == c) first = false;
+    if (first) cntr_del_poller(c, endpoint_poller, &e);
+    cntr_drop(c);
+  }
+  if (e.av) e.av->drop_user();
+  if (e.eq) eq_drop(e.eq);
+}
+
+void unbind_shared(endpoint& e) noexcept {
+  if (e.shared_tx) {
+    e.shared_tx->users_.drop();
+    e.shared_tx = nullptr;
+  }
+  if (e.shared_rx) {
+    e.shared_rx->users_.drop();
+    e.shared_rx = nullptr;
+  }
+}
+
+int ep_close(fid* f) noexcept {
+  endpoint* e = endpoint::of(f);
+  if (e->users_.busy()) return -FI_EBUSY;  // bound endpoints (srx) or aliases
+  stop_progress_thread(*e);
+  {
+    std::lock_guard c(e->ctl);
+    {
+      ep_guard g(*e);
+      e->tops->close(*e);
+      e->enabled = false;
+      if (e->shared_rx) {
+        // Messages that arrived here and wait in the shared queues go with us.
+        for (bool tagged : {false, true}) {
+          auto& list = ux_list(*e, tagged);
+          for (auto it = list.begin(); it != list.end();) {
+            auto next = std::next(it);
+            if (it->owner == e) ux_drop(*e, list, it);
+            it = next;
+          }
+        }
+      }
+    }
+    unbind_all(*e);  // without the endpoint lock: see endpoint::ctl
+    unbind_shared(*e);
+  }
+  if (e->parent) sep_context_closed(*e);
+  e->dom->users_.drop();
+  info_free(e->info);
+  e->info = nullptr;
+  e->tops->destroy(e);
+  return 0;
+}
+
+int bind_cq(endpoint& e, fid_cq* cq, uint64_t flags) {
+  if (!only(flags, FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+  if (!(flags & (FI_TRANSMIT | FI_RECV))) return -FI_EINVAL;
+  if (((flags & FI_TRANSMIT) && e.tx_cq) || ((flags & FI_RECV) && e.rx_cq)) return -FI_EINVAL;
+  bool registered = (e.tx_cq == cq) || (e.rx_cq == cq);
+  if (!registered && cq_add_poller(cq, endpoint_poller, &e)) return -FI_ENOMEM;
+  if (flags & FI_TRANSMIT) {
+    e.tx_cq = cq;
+    e.tx_selective = flags & FI_SELECTIVE_COMPLETION;
+    cq_take(cq);
+  }
+  if (flags & FI_RECV) {
+    e.rx_cq = cq;
+    e.rx_selective = flags & FI_SELECTIVE_COMPLETION;
+    cq_take(cq);
+  }
+  return 0;
+}
+
+int bind_cntr(endpoint& e, fid_cntr* c, uint64_t flags) {
+  constexpr uint64_t ok = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  if (!only(flags, ok)) return -FI_EBADFLAGS;
+  if (!flags) return -FI_EINVAL;
+  struct {
+    uint64_t flag;
+    fid_cntr** slot;
+  } map[] = {{FI_SEND, &e.cntr_send},   {FI_RECV, &e.cntr_recv},         {FI_READ, &e.cntr_read},
+             {FI_WRITE, &e.cntr_write}, {FI_REMOTE_READ, &e.cntr_rread}, {FI_REMOTE_WRITE, &e.cntr_rwrite}};
+  for (auto& m : map)
+    if ((flags & m.flag) && *m.slot) return -FI_EINVAL;
+  bool registered = false;
+  for (auto& m : map)
+    if (*m.slot == c) registered = true;
+  if (!registered && cntr_add_poller(c, endpoint_poller, &e)) return -FI_ENOMEM;
+  for (auto& m : map)
+    if (flags & m.flag) {
+      *m.slot = c;
+      cntr_take(c);
+    }
+  return 0;
+}
+
+int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
+  return guard([&]() -> int {
+    endpoint& e = *endpoint::of(f);
+    if (!bfid) return -FI_EINVAL;
+    std::lock_guard c(e.ctl);
+    if (e.enabled) return -FI_EOPBADSTATE;
+    switch (bfid->fclass) {
+      case FI_CLASS_AV: {
+        if (flags) return -FI_EBADFLAGS;
+        if (e.av) return -FI_EINVAL;
+        weft::av* a = weft::av::from(bfid);
+        if (!a || &a->dom() != e.dom) return -FI_EINVAL;
+        e.av = a;
+        a->add_user();
+        return 0;
+      }
+      case FI_CLASS_CQ:
+        if (!is_cq(bfid)) return -FI_EINVAL;
+        return bind_cq(e, reinterpret_cast<fid_cq*>(bfid), flags);
+      case FI_CLASS_CNTR:
+        if (!is_cntr(bfid)) return -FI_EINVAL;
+        return bind_cntr(e, reinterpret_cast<fid_cntr*>(bfid), flags);
+      case FI_CLASS_EQ:
+        if (!is_eq(bfid)) return -FI_EINVAL;
+        if (flags) return -FI_EBADFLAGS;
+        if (e.eq) return -FI_EINVAL;
+        e.eq = reinterpret_cast<fid_eq*>(bfid);
+        eq_take(e.eq);
+        return 0;
+      case FI_CLASS_STX_CTX:
+      case FI_CLASS_SRX_CTX:
+        return bind_shared(e, bfid, flags);
+      default:
+        return -FI_EINVAL;
+    }
+  });
+}
+
+int enable(endpoint& e) {
+  if (e.enabled) return 0;
+  if (!e.av && e.parent && e.parent->av) {
+    e.av = e.parent->av;  // the scalable endpoint's AV, bound after the context was made
+    e.av->add_user();
+  }
+  if (!e.av) return -FI_ENOAV;
+  if (e.shared_rx && !e.shared_rx->av) {
+    e.shared_rx->av = e.av;
+    e.av->add_user();
+  }
+  bool tx = e.role != ep_role::rx_ctx && (e.caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC));
+  if (tx && !e.tx_cq && !e.cntr_send && !e.cntr_read && !e.cntr_write) return -FI_ENOCQ;
+  bool rx = e.role != ep_role::tx_ctx && (e.caps & (FI_MSG | FI_TAGGED)) &&
+            (e.caps & FI_RECV || !(e.caps & FI_SEND));
+  if (rx && !e.rx_cq && !e.cntr_recv) return -FI_ENOCQ;
+  if (int ret = e.tops->enable(e)) return ret;
+  e.enabled = true;
+  if (e.dom->data_progress == FI_PROGRESS_AUTO) {
+    e.progress_thread = std::thread([&e] {
+      while (!e.stop.load(std::memory_order_relaxed)) {
+        endpoint_poller(&e);
+        usleep(50);
+      }
+    });
+  }
+  return 0;
+}
+
+int ep_control(fid* f, int command, void* arg) noexcept {
+  return guard([&]() -> int {
+    endpoint& e = *endpoint::of(f);
+    if (command == FI_ENABLE) {
+      std::lock_guard c(e.ctl);
+      ep_guard g(e);
+      return enable(e);
+    }
+    ep_guard g(e);
+    switch (command) {
+      case FI_GETOPSFLAG: {
+        if (!arg) return -FI_EINVAL;
+        uint64_t* flags = static_cast<uint64_t*>(arg);
+        if ((*flags & FI_TRANSMIT) && (*flags & FI_RECV)) return -FI_EINVAL;
+        if (*flags & FI_TRANSMIT)
+          *flags = FI_TRANSMIT | e.tx_op_flags;
+        else if (*flags & FI_RECV)
+          *flags = FI_RECV | e.rx_op_flags;
+        else
+          return -FI_EINVAL;
+        return 0;
+      }
+      case FI_SETOPSFLAG: {
+        if (!arg) return -FI_EINVAL;
+        uint64_t flags = *static_cast<uint64_t*>(arg);
+        if ((flags & FI_TRANSMIT) && (flags & FI_RECV)) return -FI_EINVAL;
+        if (flags & FI_TRANSMIT)
+          e.tx_op_flags = flags & ~FI_TRANSMIT;
+        else if (flags & FI_RECV)
+          e.rx_op_flags = flags & ~FI_RECV;
+        else
+          return -FI_EINVAL;
+        return 0;
+      }
+      case FI_ALIAS: {
+        auto* a = static_cast<struct fi_alias*>(arg);
+        if (!a || !a->fid) return -FI_EINVAL;
+        uint64_t dir = a->flags & (FI_TRANSMIT | FI_RECV);
+        if (!dir) return -FI_EINVAL;
+        auto al = std::make_unique<alias>();
+        al->base = &e;
+        al->tx_flags = (dir & FI_TRANSMIT) ? (a->flags & ~(FI_TRANSMIT | FI_RECV)) : e.tx_op_flags;
+        al->rx_flags = (dir & FI_RECV) ? (a->flags & ~(FI_TRANSMIT | FI_RECV)) : e.rx_op_flags;
+        al->fid_ = e.fid_;  // the same ops tables: they resolve the alias
+        al->fid_.fid.ops = &alias_fi_ops;
+        e.users_.add();
+        *a->fid = &al.release()->fid_.fid;
+        return 0;
+      }
+      default:
+        return -FI_ENOSYS;
+    }
+  });
+}
+
+fi_ops ep_fi_ops = {sizeof(fi_ops),  ep_close,     ep_bind,       ep_control,
+                    fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
+
+// ------------------------------------------------------------------ fi_ops_ep
+ssize_t ep_cancel(fid_t f, void* context) noexcept {
+  endpoint& e = ep_of(reinterpret_cast<fid_ep*>(f));
+  if (!context) return -FI_EINVAL;
+  ep_guard g(e);
+  return cancel_recv(e, context);
+}
+
+int size_option(void* optval, size_t* optlen, size_t value) noexcept {
+  if (*optlen < sizeof(size_t)) {
+    *optlen = sizeof(size_t);
+    return -FI_ETOOSMALL;
+  }
+  *static_cast<size_t*>(optval) = value;
+  *optlen = sizeof(size_t);
+  return 0;
+}
+
+int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) noexcept {
+  endpoint& e = ep_of(reinterpret_cast<fid_ep*>(f));
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (!optval || !optlen) return -FI_EINVAL;
+  switch (optname) {
+    case FI_OPT_MIN_MULTI_RECV:
+      return size_option(optval, optlen, e.min_multi_recv);
+    case FI_OPT_CM_DATA_SIZE:
+      return size_option(optval, optlen, e.tops->cm_data_size);
+    default:
+      return -FI_ENOPROTOOPT;
+  }
+}
+
+int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) noexcept {
+  endpoint& e = ep_of(reinterpret_cast<fid_ep*>(f));
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (!optval) return -FI_EINVAL;
+  switch (optname) {
+    case FI_OPT_MIN_MULTI_RECV:
+      if (optlen != sizeof(size_t)) return -FI_EINVAL;
+      e.min_multi_recv = *static_cast<const size_t*>(optval);
+      return 0;
+    default:
+      return -FI_ENOPROTOOPT;
+  }
+}
+
+fi_ops_ep ep_ops = {sizeof(fi_ops_ep),
+                    ep_cancel,
+                    ep_getopt,
+                    ep_setopt,
+                    WEFT_NOSYS(fi_ops_ep, tx_ctx),
+                    WEFT_NOSYS(fi_ops_ep, rx_ctx),
+                    WEFT_NOSYS(fi_ops_ep, rx_size_left),
+                    WEFT_NOSYS(fi_ops_ep, tx_size_left)};
+
+// ------------------------------------------------------------------ aliases
+int alias_close(fid* f) noexcept {
+  alias* a = from_fid<alias>(f);
+  a->base->users_.drop();
+  delete a;
+  return 0;
+}
+// An alias changes only its own default flags; binding goes to the endpoint.
+int alias_control(fid* f, int command, void* arg) noexcept {
+  alias* a = from_fid<alias>(f);
+  if (command != FI_GETOPSFLAG && command != FI_SETOPSFLAG) return -FI_ENOSYS;
+  if (!arg) return -FI_EINVAL;
+  uint64_t* flags = static_cast<uint64_t*>(arg);
+  bool tx = *flags & FI_TRANSMIT, rx = *flags & FI_RECV;
+  if (tx == rx) return -FI_EINVAL;
+  uint64_t& own = tx ? a->tx_flags : a->rx_flags;
+  if (command == FI_GETOPSFLAG)
+    *flags = (tx ? FI_TRANSMIT : FI_RECV) | own;
+  else
+    own = *flags & ~(FI_TRANSMIT | FI_RECV);
+  return 0;
+}
+int alias_bind(fid*, fid*, uint64_t) noexcept {
+  return -FI_EINVAL;
+}
+
+// ------------------------------------------------------------------ completions
+fid_cntr* tx_counter(endpoint& e, uint64_t cq_flags) noexcept {
+  if (cq_flags & FI_READ) return e.cntr_read;
+  if (cq_flags & FI_WRITE) return e.cntr_write;
+  return e.cntr_send;
+}
+
+}  // namespace
+
+fi_ops alias_fi_ops = {sizeof(fi_ops),  alias_close,  alias_bind,    alias_control,
+                       fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
+
+void endpoint_init(endpoint& e, domain& dom, const fi_info* info, void* context, ep_role role,
+                   const ep_transport* tops, size_t inject_max) {
+  e.info = info_dup(info);
+  if (!e.info) throw std::bad_alloc();
+  e.tops = tops;
+  e.dom = &dom;
+  e.role = role;
+  e.caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC);
+  if (!(e.caps & (FI_SEND | FI_RECV))) e.caps |= FI_SEND | FI_RECV;
+  e.inject_size = inject_max;
+  if (info->tx_attr) {
+    e.tx_op_flags = info->tx_attr->op_flags;
+    if (info->tx_attr->inject_size) e.inject_size = std::min(info->tx_attr->inject_size, inject_max);
+  }
+  if (info->rx_attr) e.rx_op_flags = info->rx_attr->op_flags;
+  // FI_THREAD_DOMAIN / FI_THREAD_COMPLETION: the application serialises
+  // access to the endpoint and the CQs that progress it, so no lock is taken
+  // (with FI_THREAD_ENDPOINT another thread's CQ read may progress it).
+  e.own_lock.set_locking(!((dom.threading == FI_THREAD_DOMAIN || dom.threading == FI_THREAD_COMPLETION) &&
+                           dom.data_progress != FI_PROGRESS_AUTO));
+  e.fid_.fid.fclass = role == ep_role::tx_ctx   ? FI_CLASS_TX_CTX
+                      : role == ep_role::rx_ctx ? FI_CLASS_RX_CTX
+                      : role == ep_role::srx    ? FI_CLASS_SRX_CTX
+                                                : FI_CLASS_EP;
+  e.fid_.fid.context = context;
+  e.fid_.fid.ops = &ep_fi_ops;
+  e.fid_.ops = &ep_ops;
+  e.fid_.cm = &cm_ops_none;
+  e.fid_.msg = &msg_ops_none;
+  e.fid_.tagged = &tagged_ops_none;
+  e.fid_.rma = &rma_ops_none;
+  e.fid_.atomic = &atomic_ops_none;
+  e.fid_.collective = nullptr;
+}
+
+bool is_endpoint(const fid* f) noexcept {
+  return f && f->ops == &ep_fi_ops;
+}
+
+void endpoint_poller(void* arg) noexcept {
+  endpoint& e = *static_cast<endpoint*>(arg);
+  ep_guard g(e);
+  e.tops->progress(e);
+}
+
+void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t) noexcept {
+  if (e.tx_cq && (!e.tx_selective || (op_flags & FI_COMPLETION)) && !(op_flags & flag_no_cq))
+    cq_write(e.tx_cq, context, cq_flags, 0, nullptr, 0, 0);
+  if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_inc(c);
+}
+
+void tx_fail(endpoint& e, void* context, uint64_t cq_flags, int err, size_t len) noexcept {
+  if (e.tx_cq) {
+    fi_cq_err_entry ee{};
+    ee.op_context = context;
+    ee.flags = cq_flags;
+    ee.len = len;
+    ee.err = err;
+    ee.prov_errno = -err;
+    cq_write_error(e.tx_cq, ee);
+  }
+  if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_err_inc(c);
+}
+
+void rx_done(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
+             uint64_t tag, fi_addr_t src) noexcept {
+  if (e.rx_cq && (!e.rx_selective || (r.flags & FI_COMPLETION)))
+    cq_write(e.rx_cq, r.context, cq_flags, len, buf, data, tag, src);
+  if (e.cntr_recv) cntr_inc(e.cntr_recv);
+}
+
+void rx_finish(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t n, uint64_t size, int err,
+               void* buf, uint64_t data, uint64_t tag, fi_addr_t src) noexcept {
+  if (!err && n >= size) {
+    rx_done(e, r, cq_flags, n, buf, data, tag, src);
+    return;
+  }
+  if (e.rx_cq) {
+    fi_cq_err_entry ee{};
+    ee.op_context = r.context;
+    ee.flags = cq_flags;
+    ee.data = data;
+    ee.tag = tag;
+    if (!err) {  // the message was longer than the buffer
+      err = FI_ETRUNC;
+      ee.len = n;
+      ee.olen = size - n;
+    }
+    ee.err = err;
+    ee.prov_errno = -err;
+    cq_write_error(e.rx_cq, ee, src);
+  }
+  if (e.cntr_recv) cntr_err_inc(e.cntr_recv);
+}
+
+void remote_write_done(endpoint& e, bool remote_cq_data, uint64_t len, uint64_t data) noexcept {
+  if (e.cntr_rwrite) cntr_inc(e.cntr_rwrite);
+  if (remote_cq_data && e.rx_cq)
+    cq_write(e.rx_cq, nullptr, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA, len, nullptr, data, 0);
+}
+
+void remote_read_done(endpoint& e) noexcept {
+  if (e.cntr_rread) cntr_inc(e.cntr_rread);
+}
+
+// ------------------------------------------------------------------ tables for what an object does not do
+fi_ops_rma rma_ops_none = {sizeof(fi_ops_rma),
+                           WEFT_NOSYS(fi_ops_rma, read),
+                           WEFT_NOSYS(fi_ops_rma, readv),
+                           WEFT_NOSYS(fi_ops_rma, readmsg),
+                           WEFT_NOSYS(fi_ops_rma, write),
+                           WEFT_NOSYS(fi_ops_rma, writev),
+                           WEFT_NOSYS(fi_ops_rma, writemsg),
+                           WEFT_NOSYS(fi_ops_rma, inject),
+                           WEFT_NOSYS(fi_ops_rma, writedata),
+                           WEFT_NOSYS(fi_ops_rma, injectdata)};
+fi_ops_atomic atomic_ops_none = {sizeof(fi_ops_atomic),
+                                 WEFT_NOSYS(fi_ops_atomic, write),
+                                 WEFT_NOSYS(fi_ops_atomic, writev),
+                                 WEFT_NOSYS(fi_ops_atomic, writemsg),
+                                 WEFT_NOSYS(fi_ops_atomic, inject),
+                                 WEFT_NOSYS(fi_ops_atomic, readwrite),
+                                 WEFT_NOSYS(fi_ops_atomic, readwritev),
+                                 WEFT_NOSYS(fi_ops_atomic, readwritemsg),
+                                 WEFT_NOSYS(fi_ops_atomic, compwrite),
+                                 WEFT_NOSYS(fi_ops_atomic, compwritev),
+                                 WEFT_NOSYS(fi_ops_atomic, compwritemsg),
+                                 WEFT_NOSYS(fi_ops_atomic, writevalid),
+                                 WEFT_NOSYS(fi_ops_atomic, readwritevalid),
+                                 WEFT_NOSYS(fi_ops_atomic, compwritevalid)};
+fi_ops_msg msg_ops_none = {sizeof(fi_ops_msg),
+                           WEFT_NOSYS(fi_ops_msg, recv),
+                           WEFT_NOSYS(fi_ops_msg, recvv),
+                           WEFT_NOSYS(fi_ops_msg, recvmsg),
+                           WEFT_NOSYS(fi_ops_msg, send),
+                           WEFT_NOSYS(fi_ops_msg, sendv),
+                           WEFT_NOSYS(fi_ops_msg, sendmsg),
+                           WEFT_NOSYS(fi_ops_msg, inject),
+                           WEFT_NOSYS(fi_ops_msg, senddata),
+                           WEFT_NOSYS(fi_ops_msg, injectdata)};
+fi_ops_tagged tagged_ops_none = {sizeof(fi_ops_tagged),
+                                 WEFT_NOSYS(fi_ops_tagged, recv),
+                                 WEFT_NOSYS(fi_ops_tagged, recvv),
+                                 WEFT_NOSYS(fi_ops_tagged, recvmsg),
+                                 WEFT_NOSYS(fi_ops_tagged, send),
+                                 WEFT_NOSYS(fi_ops_tagged, sendv),
+                                 WEFT_NOSYS(fi_ops_tagged, sendmsg),
+                                 WEFT_NOSYS(fi_ops_tagged, inject),
+                                 WEFT_NOSYS(fi_ops_tagged, senddata),
+                                 WEFT_NOSYS(fi_ops_tagged, injectdata)};
+fi_ops_cm cm_ops_none = {sizeof(fi_ops_cm),
+                         WEFT_NOSYS(fi_ops_cm, setname),
+                         WEFT_NOSYS(fi_ops_cm, getname),
+                         WEFT_NOSYS(fi_ops_cm, getpeer),
+                         WEFT_NOSYS(fi_ops_cm, connect),
+                         WEFT_NOSYS(fi_ops_cm, listen),
+                         WEFT_NOSYS(fi_ops_cm, accept),
+                         WEFT_NOSYS(fi_ops_cm, reject),
+                         WEFT_NOSYS(fi_ops_cm, shutdown),
+                         WEFT_NOSYS(fi_ops_cm, join)};
+
+}  // namespace weft
