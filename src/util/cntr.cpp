@@ -84,6 +84,8 @@ int cntr_seterr_op(fid_cntr* f, uint64_t value) noexcept {
 int cntr_wait_op(fid_cntr* f, uint64_t threshold, int timeout) noexcept {
   cntr* c = of(f);
   if (!c->w.can_block()) return -FI_EINVAL;  // FI_WAIT_NONE or FI_WAIT_SET
+  blocking_pass pass(c->w);
+  if (!pass) return -FI_ECANCELED;
   uint64_t err0 = c->err.load(std::memory_order_acquire);
   deadline d(timeout);
   for (;;) {
@@ -92,6 +94,7 @@ int cntr_wait_op(fid_cntr* f, uint64_t threshold, int timeout) noexcept {
     uint64_t seen = c->w.seq();
     if (c->val.load(std::memory_order_acquire) >= threshold) return 0;
     if (c->err.load(std::memory_order_acquire) != err0) return -FI_EAVAIL;  // an error unblocks waiters
+    if (c->w.is_shut()) return -FI_ECANCELED;                               // the counter is being closed
     if (d.expired()) return -FI_ETIMEDOUT;
     c->w.block(seen, d, pollers ? progress_slice_ms : -1);
   }
@@ -100,6 +103,7 @@ int cntr_wait_op(fid_cntr* f, uint64_t threshold, int timeout) noexcept {
 int cntr_close(fid* f) noexcept {
   cntr* c = from_fid<cntr>(f);
   if (c->users_.busy()) return -FI_EBUSY;
+  c->w.shut();  // a thread asleep in fi_cntr_wait returns first
   if (c->set) wait_set_detach(c->set, f);
   c->dom->users_.drop();
   delete c;

@@ -63,8 +63,10 @@ struct cq {
   size_t head = 0;
   size_t count = 0;
   std::deque<cq_error> errs;
-  std::vector<uint8_t> err_buf;      // provider-owned err_data handed out by readerr
-  std::atomic<uint64_t> signals{0};  // fi_cq_signal generation
+  std::vector<uint8_t> err_buf;  // provider-owned err_data handed out by readerr
+  // fi_cq_signal: pending until a blocking read consumes it (returning
+  // -FI_EAGAIN), whether or not a thread was asleep when it came.
+  std::atomic<bool> signaled{false};
   waiter w;
   progress_list progress;
   users users_;
@@ -224,7 +226,8 @@ ssize_t cq_sreadfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src, cons
   size_t threshold = 1;
   if (c->wait_cond == FI_CQ_COND_THRESHOLD && cond)
     threshold = std::clamp<size_t>(reinterpret_cast<uintptr_t>(cond), 1, std::max<size_t>(count, 1));
-  uint64_t gen = c->signals.load(std::memory_order_acquire);
+  blocking_pass pass(c->w);
+  if (!pass) return -FI_ECANCELED;
   deadline d(timeout);
   for (;;) {
     c->progress.run();
@@ -233,8 +236,9 @@ ssize_t cq_sreadfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src, cons
     {
       std::lock_guard<policy_mutex> l(c->mtx);
       if (c->count >= threshold || c->head_is_err()) return read_locked(c, buf, count, src);
-      bool stop = d.expired() || c->signals.load(std::memory_order_acquire) != gen;
-      if (stop) return c->count ? read_locked(c, buf, count, src) : -FI_EAGAIN;
+      if (c->w.is_shut()) return -FI_ECANCELED;  // the CQ is being closed
+      bool signaled = c->signaled.exchange(false, std::memory_order_acq_rel);
+      if (d.expired() || signaled) return c->count ? read_locked(c, buf, count, src) : -FI_EAGAIN;
     }
     c->w.block(seen, d, pollers ? progress_slice_ms : -1);
   }
@@ -247,7 +251,7 @@ ssize_t cq_sread_op(fid_cq* f, void* buf, size_t count, const void* cond, int ti
 int cq_signal_op(fid_cq* f) noexcept {
   cq* c = of(f);
   if (c->w.kind() == FI_WAIT_NONE) return -FI_ENOSYS;  // no wait object: nothing can block
-  c->signals.fetch_add(1, std::memory_order_acq_rel);
+  c->signaled.store(true, std::memory_order_release);
   c->w.signal();
   return 0;
 }
@@ -259,6 +263,7 @@ const char* cq_strerror_op(fid_cq*, int prov_errno, const void*, char* buf, size
 int cq_close(fid* f) noexcept {
   cq* c = from_fid<cq>(f);
   if (c->users_.busy()) return -FI_EBUSY;
+  c->w.shut();  // a thread asleep in fi_cq_sread returns first
   if (c->set) wait_set_detach(c->set, f);
   c->dom->users_.drop();
   delete c;

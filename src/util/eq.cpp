@@ -118,8 +118,7 @@ ssize_t eq_readerr_op(fid_eq* f, fi_eq_err_entry* buf, uint64_t flags) noexcept 
 }
 
 ssize_t eq_write_op(fid_eq* f, uint32_t event, const void* buf, size_t len, uint64_t flags) noexcept {
-  eq* e = of(f);
-  if (!(e->flags & FI_WRITE)) return -FI_EINVAL;  // opened without FI_WRITE
+  // FI_WRITE at open is not required: libfabric accepts writes without it.
   if (flags) return -FI_EBADFLAGS;
   if (!buf || !len) return -FI_EINVAL;
   return eq_post(f, event, buf, len, flags);
@@ -130,6 +129,8 @@ ssize_t eq_sread_op(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeo
   if (!e->w.can_block()) return -FI_EINVAL;  // FI_WAIT_NONE or FI_WAIT_SET
   if (!buf && len) return -FI_EINVAL;
   if (!only(flags, FI_PEEK)) return -FI_EBADFLAGS;
+  blocking_pass pass(e->w);
+  if (!pass) return -FI_ECANCELED;
   deadline d(timeout);
   for (;;) {
     e->progress.run();
@@ -139,6 +140,7 @@ ssize_t eq_sread_op(fid_eq* f, uint32_t* event, void* buf, size_t len, int timeo
       std::lock_guard<std::mutex> l(e->mtx);
       if (!e->q.empty()) return read_locked(e, event, buf, len, flags);
     }
+    if (e->w.is_shut()) return -FI_ECANCELED;  // the EQ is being closed
     if (d.expired()) return -FI_EAGAIN;
     e->w.block(seen, d, pollers ? progress_slice_ms : -1);
   }
@@ -151,6 +153,7 @@ const char* eq_strerror_op(fid_eq*, int prov_errno, const void*, char* buf, size
 int eq_close(fid* f) noexcept {
   eq* e = from_fid<eq>(f);
   if (e->users_.busy()) return -FI_EBUSY;
+  e->w.shut();  // a thread asleep in fi_eq_sread returns first
   if (e->set) wait_set_detach(e->set, f);
   e->fab->users_.drop();
   delete e;

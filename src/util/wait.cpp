@@ -140,6 +140,23 @@ void waiter::block(uint64_t seen, const deadline& d, int slice_ms) noexcept {
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+bool waiter::enter() noexcept {
+  inside_.fetch_add(1, std::memory_order_acq_rel);
+  if (!shut_.load(std::memory_order_acquire)) return true;
+  inside_.fetch_sub(1, std::memory_order_acq_rel);
+  return false;
+}
+
+void waiter::shut() noexcept {
+  shut_.store(true, std::memory_order_release);
+  // Woken sleepers see is_shut() and return; each is at most one block()
+  // away (a signal ends it at once, a progress slice within a millisecond).
+  for (int i = 0; inside_.load(std::memory_order_acquire) != 0 && i < 10000; ++i) {
+    signal();
+    usleep(100);
+  }
+}
+
 int waiter::get_wait(void* arg) const noexcept {
   if (!arg) return -FI_EINVAL;
   switch (kind_) {

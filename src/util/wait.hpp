@@ -78,6 +78,15 @@ public:
   // no slice). YIELD yields once. Spurious returns are allowed.
   void block(uint64_t seen, const deadline& d, int slice_ms) noexcept;
 
+  // Blocking calls (fi_cq_sread, fi_cntr_wait, fi_eq_sread) hold a pass
+  // while they may sleep. shut(), at the owner's fi_close, wakes them and
+  // waits until every pass is returned; from then on is_shut() is true and
+  // enter() refuses (the blocking call returns -FI_ECANCELED).
+  bool enter() noexcept;
+  void leave() noexcept { inside_.fetch_sub(1, std::memory_order_acq_rel); }
+  bool is_shut() const noexcept { return shut_.load(std::memory_order_acquire); }
+  void shut() noexcept;
+
   // fi_control(FI_GETWAIT) / (FI_GETWAITOBJ) on the owning object.
   int get_wait(void* arg) const noexcept;
   int get_wait_obj(void* arg) const noexcept;
@@ -98,6 +107,24 @@ private:
   std::atomic<uint64_t> seq_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> pending_{false};
+  std::atomic<int> inside_{0};
+  std::atomic<bool> shut_{false};
+};
+
+// A pass of waiter::enter for one blocking call.
+class blocking_pass {
+public:
+  explicit blocking_pass(waiter& w) noexcept : w_(w), ok_(w.enter()) {}
+  ~blocking_pass() {
+    if (ok_) w_.leave();
+  }
+  blocking_pass(const blocking_pass&) = delete;
+  blocking_pass& operator=(const blocking_pass&) = delete;
+  explicit operator bool() const noexcept { return ok_; }
+
+private:
+  waiter& w_;
+  bool ok_;
 };
 
 // Pollers of one CQ or counter: (function, argument) pairs run by reads and

@@ -32,7 +32,7 @@ bool read_all(int fd, void* buf, size_t len, int timeout_ms = 30000) {
 
 bool open_objects(mp_peer& p, const mp_options& opt) {
   fi_info* hints = fi_allocinfo();
-  hints->fabric_attr->prov_name = strdup(opt.prov);
+  hints->fabric_attr->prov_name = strdup(opt.prov ? opt.prov : current_mode().prov);
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = opt.caps;
   hints->domain_attr->data_progress = opt.progress;
@@ -88,6 +88,53 @@ void close_objects(mp_peer& p) {
 constexpr size_t name_len = 128;
 
 }  // namespace
+
+namespace {
+// Every mode of every provider, in order; mp_modes() keeps those offered.
+const mp_mode all_modes[] = {
+    {"shm_cma", "shm", nullptr, true},
+    {"shm_nocma", "shm", "FI_SHM_DISABLE_CMA=1", false},
+};
+const mp_mode* running = nullptr;
+
+bool offered(const char* prov) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup(prov);
+  fi_info* info = nullptr;
+  int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info);
+  fi_freeinfo(h);
+  fi_freeinfo(info);
+  return ret == 0;
+}
+}  // namespace
+
+std::vector<mp_mode> mp_modes(const char* only_prov) {
+  std::vector<mp_mode> out;
+  for (const mp_mode& m : all_modes)
+    if ((!only_prov || !strcmp(m.prov, only_prov)) && offered(m.prov)) out.push_back(m);
+  return out;
+}
+
+const mp_mode& current_mode() {
+  return running ? *running : all_modes[0];
+}
+
+void mp_test::SetUp() {
+  running = &GetParam();
+  if (const char* env = GetParam().env) {
+    std::string kv = env;
+    size_t eq = kv.find('=');
+    setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+  }
+}
+
+void mp_test::TearDown() {
+  if (const char* env = GetParam().env) {
+    std::string kv = env;
+    unsetenv(kv.substr(0, kv.find('=')).c_str());
+  }
+  running = nullptr;
+}
 
 void mp_peer::barrier() {
   char b = 'b';

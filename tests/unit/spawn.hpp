@@ -27,8 +27,34 @@
 
 namespace weft_test {
 
+// A provider and a mode of it that the multi-process suites run in: a new
+// provider inherits every data-path test by adding its line to mp_modes().
+struct mp_mode {
+  const char* name;  // test-name suffix
+  const char* prov;
+  const char* env;   // "VAR=value" set while the test runs, or nullptr
+  bool passive_rma;  // RMA completes while the target makes no progress
+};
+inline void PrintTo(const mp_mode& m, std::ostream* os) {
+  *os << m.name;
+}
+// The modes of every provider fi_getinfo offers (or of one provider).
+std::vector<mp_mode> mp_modes(const char* only_prov = nullptr);
+// The mode of the running test (the first shm mode outside mp_test).
+const mp_mode& current_mode();
+
+// A suite run once per mode: applies the mode's environment around each test.
+class mp_test : public ::testing::TestWithParam<mp_mode> {
+protected:
+  void SetUp() override;
+  void TearDown() override;
+};
+#define WEFT_MP_SUITE(suite)                                                        \
+  INSTANTIATE_TEST_SUITE_P(mode, suite, ::testing::ValuesIn(weft_test::mp_modes()), \
+                           [](const auto& p) { return std::string(p.param.name); })
+
 struct mp_options {
-  const char* prov = "shm";
+  const char* prov = nullptr;  // nullptr: the running test's mode
   uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SOURCE | FI_DIRECTED_RECV;
   fi_progress progress = FI_PROGRESS_MANUAL;
   fi_threading threading = FI_THREAD_SAFE;

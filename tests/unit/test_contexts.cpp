@@ -1,6 +1,6 @@
-// prov/shm: scalable endpoints (fi_rx_addr addressing of receive contexts,
-// transmit contexts reporting the endpoint as source) and shared transmit /
-// receive contexts, across processes.
+// Scalable endpoints (fi_rx_addr addressing of receive contexts, transmit
+// contexts reporting the endpoint as source) and shared transmit / receive
+// contexts, across processes, in every mode of every provider.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +12,7 @@ namespace {
 
 using weft_test::mp_peer;
 using weft_test::mp_run;
+using contexts = weft_test::mp_test;
 
 struct cq_set {
   static fid_cq* open(fid_domain* d) {
@@ -51,7 +52,7 @@ fi_info* sep_info(mp_peer& p, size_t tx, size_t rx) {
   return i;
 }
 
-TEST(ShmCtx, ScalableEndpointContexts) {
+TEST_P(contexts, ScalableEndpointContexts) {
   mp_run(2, [](mp_peer& p) {
     fi_av_attr aa{};
     aa.type = FI_AV_TABLE;
@@ -145,7 +146,7 @@ TEST(ShmCtx, ScalableEndpointContexts) {
   });
 }
 
-TEST(ShmCtx, SharedContexts) {
+TEST_P(contexts, SharedContexts) {
   mp_run(2, [](mp_peer& p) {
     fi_cq_tagged_entry ce;
     if (p.rank == 0) {
@@ -212,5 +213,7 @@ TEST(ShmCtx, SharedContexts) {
     }
   });
 }
+
+WEFT_MP_SUITE(contexts);
 
 }  // namespace
