@@ -232,6 +232,11 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       info->domain_attr->mr_mode = FI_MR_SCALABLE;
     }
     if (mr_bits & FI_MR_LOCAL) info->mode |= FI_LOCAL_MR;
+  } else if (hints && hints->domain_attr &&
+             (hints->domain_attr->mr_mode == FI_MR_BASIC || hints->domain_attr->mr_mode == FI_MR_SCALABLE)) {
+    // A legacy value asked for at API 1.5+ is answered with the same value
+    // (libfabric does; programs compare): fi_domain maps it to its bits.
+    info->domain_attr->mr_mode = hints->domain_attr->mr_mode;
   }
   return 0;
 }

@@ -153,6 +153,7 @@ int domain_open(fabric& fab, fi_info* info, fid_domain** out, void* context) noe
     // mr_mode: legacy values (API < 1.5, or FI_MR_BASIC/SCALABLE at any
     // version) map to bits.
     uint64_t mode = static_cast<uint64_t>(a->mr_mode);
+    d->mr_legacy_basic = mode == FI_MR_BASIC;
     if (mode == FI_MR_BASIC) {
       mode = mr_basic_map;
     } else if (mode == FI_MR_SCALABLE) {

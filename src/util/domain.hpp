@@ -19,6 +19,7 @@ struct domain {
   fi_info* info;         // a private copy of the info the domain was opened with
   uint32_t api_version;  // fabric's api version (struct/behaviour versioning)
   uint64_t mr_mode;      // mr_mode bits in force (FI_MR_BASIC/SCALABLE mapped to bits)
+  bool mr_legacy_basic;  // opened with FI_MR_BASIC: requested keys are honoured when free
   fi_threading threading;
   fi_progress data_progress;
   fi_progress control_progress;

@@ -146,9 +146,12 @@ uint64_t mr_map::next_prov_key() noexcept {
   }
 }
 
-int mr_map::insert(mr_entry& e, void* owner, bool prov_key, uint64_t* desc) {
+int mr_map::insert(mr_entry& e, void* owner, key_choice keys, uint64_t* desc) {
   std::unique_lock lk(lock_);
-  if (prov_key) {
+  if (keys == key_choice::requested_if_free)
+    keys =
+        key_fits(e.key) && index_.find(e.key) == index_.end() ? key_choice::requested : key_choice::provider;
+  if (keys == key_choice::provider) {
     // Keep one key of the space unused so the search above always ends.
     if (key_mask_ != u64_max && index_.size() >= key_mask_) return -FI_ENOSPC;
     e.key = next_prov_key();
@@ -382,7 +385,14 @@ int do_register(domain& dom, const reg_request& r, fid_mr** out) {
   e.key = r.requested_key;
 
   uint64_t desc = 0;
-  int ret = dom.mrs->insert(e, m.get(), (mode & FI_MR_PROV_KEY) != 0, &desc);
+  // Legacy basic mode: the provider chooses the key, and weft chooses the
+  // one the application asked for when it is free. Programs written for
+  // libfabric, whose basic-mode keys are small integers handed out in order,
+  // pass their requested keys to peers and expect them to work.
+  const mr_map::key_choice keys = !(mode & FI_MR_PROV_KEY) ? mr_map::key_choice::requested
+                                  : dom.mr_legacy_basic    ? mr_map::key_choice::requested_if_free
+                                                           : mr_map::key_choice::provider;
+  int ret = dom.mrs->insert(e, m.get(), keys, &desc);
   if (ret)
     reject(dom, -ret, ret == -FI_ENOKEY ? "mr: requested key in use" : "mr: key rejected or no key left");
   m->entry = e;

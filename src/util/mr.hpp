@@ -103,11 +103,17 @@ public:
   mr_map& operator=(const mr_map&) = delete;
 
   // ---- control path
-  // Adds `e`. prov_key: choose a fresh unique key into e.key; otherwise e.key
-  // is the requested key. Returns 0 and sets *desc (the descriptor handle),
-  // -FI_ENOKEY (key in use) or -FI_EKEYREJECTED (key does not fit the key size,
-  // or is FI_KEY_NOTAVAIL). Throws std::bad_alloc.
-  int insert(mr_entry& e, void* owner, bool prov_key, uint64_t* desc);
+  // Whose key an entry gets: the requested one (e.key), a fresh one the map
+  // chooses, or the requested one when it fits and is free, else a fresh one.
+  enum class key_choice { requested, provider, requested_if_free };
+  // Adds `e`, its key chosen as `keys` says (into e.key). Returns 0 and sets
+  // *desc (the descriptor handle), -FI_ENOKEY (key in use) or
+  // -FI_EKEYREJECTED (key does not fit the key size, or is FI_KEY_NOTAVAIL).
+  // Throws std::bad_alloc.
+  int insert(mr_entry& e, void* owner, key_choice keys, uint64_t* desc);
+  int insert(mr_entry& e, void* owner, bool prov_key, uint64_t* desc) {
+    return insert(e, owner, prov_key ? key_choice::provider : key_choice::requested, desc);
+  }
   // Removes the entry with this key; returns false if there is none.
   bool erase(uint64_t key) noexcept;
   // Sets / clears mr_entry flags of an entry; returns false if there is none.

@@ -37,7 +37,7 @@ bool open_objects(mp_peer& p, const mp_options& opt) {
   hints->caps = opt.caps;
   hints->domain_attr->data_progress = opt.progress;
   hints->domain_attr->threading = opt.threading;
-  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
+  hints->domain_attr->mr_mode = opt.mr_mode;
   int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &p.info);
   fi_freeinfo(hints);
   if (ret) return false;

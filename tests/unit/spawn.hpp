@@ -62,6 +62,7 @@ struct mp_options {
   uint64_t tx_flags_bind = FI_TRANSMIT;
   uint64_t rx_flags_bind = FI_RECV;
   bool counters = false;
+  int mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;  // asked for in the hints
   int timeout_s = 30;
 };
 
