@@ -16,7 +16,7 @@
 #          WEFT_LIB=DIR        weft's libfabric.so.1 (default BUILD_DIR/lib)
 #          KEY_ROUNDS=5        repeats of each key metric (odd; the median is reported)
 #          KEY_TIME=0.2        weft-perf measuring time of one key-metric run, seconds
-# The "Key metrics" of issue 4 (8-byte tagged latency, 1 MiB tagged bandwidth,
+# The "Key metrics" (8-byte tagged latency, 1 MiB tagged bandwidth,
 # 1 MiB RMA write bandwidth; weft vs libfabric shm vs UCX posix/cma) are
 # measured first, KEY_ROUNDS times, the libraries alternating.
 set -uo pipefail
@@ -107,7 +107,7 @@ done
 port=$(( 42000 + $$ % 10000 ))
 
 # ---------------------------------------------------------------- key metrics
-# Issue 4's three numbers, each measured KEY_ROUNDS times; every round runs
+# The three key numbers, each measured KEY_ROUNDS times; every round runs
 # the three libraries back to back per metric, starting with a different one
 # each round, so that a noisy minute hits all of them. data/key.dat holds
 # every run: "metric library round value".
@@ -314,7 +314,7 @@ key_fmt() {  # value kind(lat|bw)
   [ -n "$1" ] || { echo "-"; return; }
   if [ "$2" = lat ]; then awk -v v="$1" 'BEGIN {printf "%.3f", v}'; else awk -v v="$1" 'BEGIN {printf "%.0f", v}'; fi
 }
-key_target() {  # metric ucx-metric kind -> the issue 4 verdict, round by round
+key_target() {  # metric ucx-metric kind -> the verdict on the target, round by round
   # Each round ran the three libraries back to back, so the ratio that
   # counts is weft's over the better of the other two *in the same round*;
   # the verdict is on the median of those per-round ratios.
@@ -354,7 +354,7 @@ key_runs_row() {  # label metric lib kind
   echo
   echo "Command: \`bash bench/compare.sh\` (SIZES=\"$sizes\", TIME=$time_s, KEY_ROUNDS=$key_rounds, KEY_TIME=$key_time), $(( $(date +%s) - started )) s."
   echo
-  echo "## Key metrics (issue 4), shm, one run"
+  echo "## Key metrics, shm, one run"
   echo
   echo "Median of $key_rounds runs each; the libraries alternate run by run (every round runs"
   echo "all three back to back per metric, starting with a different one), all pinned to CPUs"
@@ -365,9 +365,9 @@ key_runs_row() {  # label metric lib kind
   echo "The value and ratio columns are medians over the rounds. The last column divides weft's"
   echo "value by the better of libfabric's and UCX's *in the same round* (the machine changes"
   echo "regime from minute to minute, so values from different rounds do not compare) and"
-  echo "judges issue 4's target on the median of those ratios."
+  echo "judges the target on the median of those ratios."
   echo
-  echo "| metric | weft | libfabric shm | UCX sm | weft/libfabric | weft/UCX | issue 4: weft / the better of the two, per round |"
+  echo "| metric | weft | libfabric shm | UCX sm | weft/libfabric | weft/UCX | weft / the better of the two, per round (target) |"
   echo "|---|---:|---:|---:|---:|---:|---|"
   key_row "8 B tagged latency (µs)" lat lat lat
   key_row "1 MiB tagged bandwidth (MB/s), window 64, one buffer (as ucx_perftest)" tbwr tbw bw
