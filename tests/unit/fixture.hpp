@@ -51,6 +51,18 @@ protected:
   fid_domain* domain = nullptr;
 };
 
+// Whether a provider offers anything (tcp offers nothing until its
+// endpoints exist).
+inline bool offered(const char* prov) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup(prov);
+  fi_info* info = nullptr;
+  int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info);
+  fi_freeinfo(h);
+  fi_freeinfo(info);
+  return ret == 0;
+}
+
 // Every provider fi_getinfo offers, in its order (a provider that offers
 // nothing yet, such as tcp before its endpoints exist, has no tests to run).
 inline std::vector<const char*> offered_providers() {

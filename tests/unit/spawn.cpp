@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 
+#include "fixture.hpp"
+
 namespace weft_test {
 
 namespace {
@@ -96,16 +98,6 @@ const mp_mode all_modes[] = {
     {"shm_nocma", "shm", "FI_SHM_DISABLE_CMA=1", false},
 };
 const mp_mode* running = nullptr;
-
-bool offered(const char* prov) {
-  fi_info* h = fi_allocinfo();
-  h->fabric_attr->prov_name = strdup(prov);
-  fi_info* info = nullptr;
-  int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info);
-  fi_freeinfo(h);
-  fi_freeinfo(info);
-  return ret == 0;
-}
 }  // namespace
 
 std::vector<mp_mode> mp_modes(const char* only_prov) {

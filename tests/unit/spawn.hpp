@@ -133,6 +133,11 @@ struct mp_peer {
 
 using mp_body = std::function<void(mp_peer&)>;
 
+// A recognisable byte pattern for data checks.
+inline void fill(std::vector<unsigned char>& v, unsigned seed) {
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 7) ^ (i >> 8));
+}
+
 // Runs `body` in `n` processes. Returns when all are done; failures in
 // children are reported as a failure of the calling test.
 void mp_run(int n, const mp_body& body, const mp_options& opt = {});

@@ -16,15 +16,13 @@
 
 namespace {
 
+using weft_test::fill;
 using weft_test::mp_options;
 using weft_test::mp_peer;
 using weft_test::mp_run;
 
 using data_path = weft_test::mp_test;
 
-void fill(std::vector<unsigned char>& v, unsigned seed) {
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 7) ^ (i >> 8));
-}
 TEST_P(data_path, TaggedPingPongSizes) {
   mp_run(2, [](mp_peer& p) {
     for (size_t size : {size_t{0}, size_t{1}, size_t{8}, size_t{4095}, size_t{4096}, size_t{4097},

@@ -13,6 +13,8 @@
 #include <set>
 #include <string>
 
+#include "fixture.hpp"
+
 namespace {
 
 struct info_list {
@@ -36,17 +38,8 @@ struct hints_ptr {
   fi_info* operator->() { return h; }
 };
 
-// Whether a provider offers anything (tcp offers nothing until its
-// endpoints exist: its checks skip until then).
-bool offered(const char* prov) {
-  fi_info* h = fi_allocinfo();
-  h->fabric_attr->prov_name = strdup(prov);
-  fi_info* info = nullptr;
-  int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info);
-  fi_freeinfo(h);
-  fi_freeinfo(info);
-  return ret == 0;
-}
+// tcp's checks skip until it offers endpoints.
+using weft_test::offered;
 #define NEEDS_TCP() \
   if (!offered("tcp")) GTEST_SKIP() << "tcp offers no fi_info until its endpoints exist"
 

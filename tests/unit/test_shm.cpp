@@ -15,15 +15,13 @@
 
 namespace {
 
+using weft_test::fill;
 using weft_test::mp_options;
 using weft_test::mp_peer;
 using weft_test::mp_run;
 
 using shm_mp = weft_test::mp_test;
 
-void fill(std::vector<unsigned char>& v, unsigned seed) {
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<unsigned char>((i * 131 + seed * 7) ^ (i >> 8));
-}
 // Memory in a shrink-sealed memfd: with CMA the initiator maps the target's
 // backing and copies with memcpy (large writes split with the target), and
 // every check of the table still applies. Without the seal, or without CMA,
