@@ -144,6 +144,19 @@ void conn::on_deadline() noexcept {
 void conn::report_close() noexcept {
   close_reported_ = true;
   const int e = err_ ? err_ : -FI_ESHUTDOWN;
+  if (rejected_ == reject_reason::crossed && owner_knows_ && !released_) {
+    // The owner moves what is queued to the connection that is kept.
+    owner_->on_closed(*this, err_);
+    if (released_) return;
+    while (tx_head_) {
+      tx_entry* t = tx_head_;
+      tx_head_ = t->next;
+      t->next = nullptr;
+      if (!released_) owner_->on_sent(*this, *t, e);
+    }
+    tx_tail_ = nullptr;
+    return;
+  }
   while (tx_head_) {
     tx_entry* t = tx_head_;
     tx_head_ = t->next;
@@ -172,13 +185,15 @@ int conn::accept(const void* cm, size_t len) noexcept {
   return 0;
 }
 
-int conn::reject(const void* cm, size_t len) noexcept {
+int conn::reject(const void* cm, size_t len, reject_reason reason) noexcept {
   if (state_ != conn_state::wait_owner || !hs_) return -FI_EOPBADSTATE;
   if (len > cm_data_max || (len && !cm)) return -FI_EINVAL;
+  if (reason != reject_reason::app && reason != reject_reason::crossed && reason != reject_reason::busy)
+    return -FI_EINVAL;
   hs_verdict v{};
-  hs_queue(hs_kind::reject, reject_reason::app, &v, cm, static_cast<uint16_t>(len));
+  hs_queue(hs_kind::reject, reason, &v, cm, static_cast<uint16_t>(len));
   hs_->close_after_out = true;
-  rejected_ = reject_reason::app;
+  rejected_ = reason;
   set_state(conn_state::closing);
   mark_hot();
   return 0;
@@ -263,6 +278,17 @@ int conn::shutdown() noexcept {
   set_state(conn_state::closing);
   mark_hot();
   return 0;
+}
+
+void conn::abort(int err) noexcept {
+  if (state_ == conn_state::closed || released_) return;
+  if (fd_) {
+    // A reset, not a FIN: the peer learns at once that nothing more comes,
+    // even if it is not reading.
+    const linger l{1, 0};
+    setsockopt(fd_.get(), SOL_SOCKET, SO_LINGER, &l, sizeof l);
+  }
+  fail(err < 0 ? err : -FI_ECONNABORTED, "aborted by the owner");
 }
 
 void conn::release() noexcept {

@@ -109,7 +109,10 @@ public:
   // A queued entry was written (err 0) or will never be (err < 0).
   virtual void on_sent(conn& c, tx_entry& e, int err) noexcept = 0;
   // The connection ended: 0 after an orderly shutdown (either side), else
-  // the error (-FI_ECONNREFUSED with c.rejected() telling why,
+  // the error (-FI_ECONNREFUSED with c.rejected() telling why; when that is
+  // reject_reason::crossed the queued entries are NOT returned: the owner
+  // takes them with take_unsent() here and sends them on the connection that
+  // is kept (tcp_peers.hpp does); any left after on_closed are failed,
   // -FI_ECONNRESET, -FI_ETIMEDOUT, -FI_EKEYREJECTED, err_version,
   // err_malformed, ...). Queued entries were returned with on_sent before.
   virtual void on_closed(conn& c, int err) noexcept = 0;
@@ -158,10 +161,11 @@ public:
   void* user = nullptr;  // the owner's slot
 
   // Acceptor in wait_owner: accept with cm data (at most cm_data_max
-  // bytes), or reject (reason app; the connector reads FI_ECONNREFUSED and
-  // the data). 0, -FI_EINVAL (too much data), -FI_EOPBADSTATE.
+  // bytes), or reject (the connector reads FI_ECONNREFUSED, the reason
+  // and the data). 0, -FI_EINVAL (too much data, a reason other than app,
+  // crossed or busy), -FI_EOPBADSTATE.
   int accept(const void* cm, size_t len) noexcept;
-  int reject(const void* cm, size_t len) noexcept;
+  int reject(const void* cm, size_t len, reject_reason reason = reject_reason::app) noexcept;
 
   // Queues or writes a frame. 1: written whole at once (no on_sent will
   // come); 0: queued (on_sent later; frames sent before the handshake
@@ -184,6 +188,15 @@ public:
   // socket is closed once the peer closed too (or after linger_ms);
   // on_closed(0) follows. Frames sent later are refused.
   int shutdown() noexcept;
+
+  // Closes the connection with an error (-FI_E*): on_sent(err) for what is
+  // queued and on_closed(err) follow from progress. E.g. a peer replaced
+  // by a restarted one, or an address removed from the AV. The socket is
+  // reset (not closed with a FIN), so the peer learns it even while it
+  // does not read. A connection whose reading is deferred ends the same
+  // way when its peer resets; a peer's orderly close (FIN) shows only when
+  // reading resumes, after the frames that came before it.
+  void abort(int err) noexcept;
 
   // The owner is done: closes the socket if open, drops queued entries
   // without callbacks, and frees the object at a safe point. No callback

@@ -292,15 +292,17 @@ int hs_check_hdr(const hs_hdr& h, const char** why) noexcept {
 
 namespace {
 
+// family none: an endpoint that does not listen (the active side of
+// FI_EP_MSG); then address and port are zero.
 bool addr_ok(const wire_addr& a) noexcept {
   if (a.reserved0 || a.reserved1) return false;
   const auto f = static_cast<wire_family>(a.family);
-  if (f == wire_family::ipv4) {
-    for (int i = 4; i < 16; ++i)
-      if (a.addr[i]) return false;
-    return true;
-  }
-  return f == wire_family::ipv6;
+  if (f == wire_family::ipv6) return true;
+  const int from = f == wire_family::ipv4 ? 4 : 0;
+  if (f != wire_family::ipv4 && (f != wire_family::none || a.port)) return false;
+  for (int i = from; i < 16; ++i)
+    if (a.addr[i]) return false;
+  return true;
 }
 
 bool ep_type_ok(uint8_t t) noexcept {

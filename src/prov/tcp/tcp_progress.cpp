@@ -274,7 +274,14 @@ int poller::poll_epoll(int timeout_ms) noexcept {
       reinterpret_cast<listener*>(tag & ~uintptr_t{listener_tag})->hot_ = true;
     } else {
       conn* c = static_cast<conn*>(ev[i].data.ptr);
-      if (!c->released_) make_hot(c);
+      if (c->released_) continue;
+      // A connection that is not read (rx deferred) still learns that its
+      // peer is gone: a reset or an error ends it now.
+      if (c->rx_blocked_ && (ev[i].events & (EPOLLHUP | EPOLLERR)) && c->state_ != conn_state::closed) {
+        const int e = c->fd_ ? sock_error(c->fd_.get()) : 0;
+        c->fail(e ? e : -FI_ECONNRESET, "the peer reset the connection");
+      }
+      make_hot(c);
     }
   }
   return n;
@@ -321,10 +328,15 @@ int poller::progress() noexcept {
 }
 
 int poller::trywait() noexcept {
-  const int work = progress();
+  if (progress()) return -FI_EAGAIN;
   for (listener* l = listeners_; l; l = l->next_)
     if (l->hot_) return -FI_EAGAIN;
-  if (work) return -FI_EAGAIN;
+  // Edges raised while their sockets were hot are still in the ready
+  // list: take them now, or a sleeper would wake at once for nothing.
+  ++in_progress_;
+  const int events = poll_epoll(0);
+  --in_progress_;
+  if (events) return -FI_EAGAIN;
   // Nothing moved in this round, so every hot connection's last read and
   // write returned EAGAIN: all of them may cool now.
   while (hot_head_) unhot(hot_head_);

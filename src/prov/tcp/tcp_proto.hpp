@@ -57,7 +57,7 @@ inline constexpr uint8_t rma_iov_max_wire = 16;  // descriptors per frame, proto
 enum class wire_family : uint8_t { none = 0, ipv4 = 4, ipv6 = 6 };
 
 struct wire_addr {
-  uint8_t family;  // wire_family
+  uint8_t family;  // wire_family; none: an endpoint that does not listen (address and port zero)
   uint8_t reserved0;
   uint16_t port;  // host number (little-endian on the wire like every integer)
   uint32_t reserved1;
