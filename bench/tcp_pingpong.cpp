@@ -98,25 +98,20 @@ struct opts {
 // One test between the two sides of `fd`: returns the initiator's figure.
 double lat(int fd, bool initiator, bool poll, long iters) {
   char b[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  for (long i = 0; i < 1000; ++i) {  // warm-up
-    if (initiator) {
-      send_all(fd, b, 8, poll);
-      recv_all(fd, b, 8, poll);
-    } else {
-      recv_all(fd, b, 8, poll);
-      send_all(fd, b, 8, poll);
+  auto run = [&](long n) {
+    for (long i = 0; i < n; ++i) {
+      if (initiator) {
+        send_all(fd, b, 8, poll);
+        recv_all(fd, b, 8, poll);
+      } else {
+        recv_all(fd, b, 8, poll);
+        send_all(fd, b, 8, poll);
+      }
     }
-  }
+  };
+  run(1000);  // warm-up
   const double t0 = now_s();
-  for (long i = 0; i < iters; ++i) {
-    if (initiator) {
-      send_all(fd, b, 8, poll);
-      recv_all(fd, b, 8, poll);
-    } else {
-      recv_all(fd, b, 8, poll);
-      send_all(fd, b, 8, poll);
-    }
-  }
+  run(iters);
   return (now_s() - t0) / double(iters) / 2 * 1e6;  // one-way microseconds
 }
 

@@ -33,6 +33,17 @@ wire_addr swap_addr(const wire_addr& a) noexcept {
 
 namespace {
 
+// Copies into buf[have, need) what [in + used, in + n) holds of it; true
+// once the buffer is complete. The one step both incremental decoders repeat.
+inline bool gather(unsigned char* buf, uint32_t& have, uint32_t need, const unsigned char* in, size_t& used,
+                   size_t n) noexcept {
+  const size_t k = need - have < n - used ? need - have : n - used;
+  memcpy(buf + have, in + used, k);
+  have += static_cast<uint32_t>(k);
+  used += k;
+  return have == need;
+}
+
 // Flags each op may carry; index = op.
 constexpr uint8_t allowed_flags[static_cast<size_t>(op::max)] = {
     0,                                                         // none
@@ -215,11 +226,7 @@ size_t frame_decoder::feed(const void* p, size_t n) noexcept {
   const auto* in = static_cast<const unsigned char*>(p);
   size_t used = 0;
   while (used < n && (state_ == state::header || state_ == state::descs)) {
-    const size_t k = need_ - have_ < n - used ? need_ - have_ : n - used;
-    memcpy(buf_ + have_, in + used, k);
-    have_ += static_cast<uint32_t>(k);
-    used += k;
-    if (have_ < need_) break;
+    if (!gather(buf_, have_, need_, in, used, n)) break;
     if (state_ == state::header) {
       frame_hdr w;
       memcpy(&w, buf_, sizeof w);
@@ -268,6 +275,42 @@ size_t hs_body_size(hs_kind k) noexcept {
       return 0;
   }
 }
+
+namespace {
+
+// Host <-> wire order of a handshake body (its own inverse).
+void swap_body(hs_kind k, void* body) noexcept {
+  switch (k) {
+    case hs_kind::hello: {
+      auto& b = *static_cast<hs_hello*>(body);
+      b.cm_len = le(b.cm_len);
+      b.reserved = le(b.reserved);
+      b.src = swap_addr(b.src);
+      b.credit = le(b.credit);
+      break;
+    }
+    case hs_kind::challenge: {
+      auto& b = *static_cast<hs_challenge*>(body);
+      b.reserved0 = le(b.reserved0);
+      b.reserved1 = le(b.reserved1);
+      b.src = swap_addr(b.src);
+      break;
+    }
+    case hs_kind::accept:
+    case hs_kind::reject: {
+      auto& b = *static_cast<hs_verdict*>(body);
+      b.cm_len = le(b.cm_len);
+      b.reserved0 = le(b.reserved0);
+      b.reserved1 = le(b.reserved1);
+      b.credit = le(b.credit);
+      break;
+    }
+    default:  // proof: bytes
+      break;
+  }
+}
+
+}  // namespace
 
 int hs_check_hdr(const hs_hdr& h, const char** why) noexcept {
   if (h.magic != wire_magic) return bad(why, "bad magic");
@@ -361,11 +404,7 @@ size_t hs_decoder::feed(const void* p, size_t n) noexcept {
   const auto* in = static_cast<const unsigned char*>(p);
   size_t used = 0;
   while (used < n && (state_ == state::header || state_ == state::body)) {
-    const size_t k = need_ - have_ < n - used ? need_ - have_ : n - used;
-    memcpy(buf_ + have_, in + used, k);
-    have_ += static_cast<uint32_t>(k);
-    used += k;
-    if (have_ < need_) break;
+    if (!gather(buf_, have_, need_, in, used, n)) break;
     if (state_ == state::header) {
       hs_hdr w;
       memcpy(&w, buf_, sizeof w);
@@ -384,40 +423,8 @@ size_t hs_decoder::feed(const void* p, size_t n) noexcept {
     const size_t fixed = hs_body_size(k2);
     const unsigned char* body = buf_ + sizeof(hs_hdr);
     memset(&msg_.body, 0, sizeof msg_.body);
-    switch (k2) {
-      case hs_kind::hello: {
-        hs_hello b;
-        memcpy(&b, body, sizeof b);
-        b.cm_len = le(b.cm_len);
-        b.reserved = le(b.reserved);
-        b.src = swap_addr(b.src);
-        b.credit = le(b.credit);
-        msg_.body.hello = b;
-        break;
-      }
-      case hs_kind::challenge: {
-        hs_challenge b;
-        memcpy(&b, body, sizeof b);
-        b.reserved0 = le(b.reserved0);
-        b.reserved1 = le(b.reserved1);
-        b.src = swap_addr(b.src);
-        msg_.body.challenge = b;
-        break;
-      }
-      case hs_kind::proof:
-        memcpy(&msg_.body.proof, body, sizeof(hs_proof));
-        break;
-      default: {
-        hs_verdict b;
-        memcpy(&b, body, sizeof b);
-        b.cm_len = le(b.cm_len);
-        b.reserved0 = le(b.reserved0);
-        b.reserved1 = le(b.reserved1);
-        b.credit = le(b.credit);
-        msg_.body.verdict = b;
-        break;
-      }
-    }
+    memcpy(&msg_.body, body, fixed);
+    swap_body(k2, &msg_.body);
     msg_.cm_len = static_cast<uint16_t>(msg_.hdr.body_len - fixed);
     memcpy(msg_.cm, body + fixed, msg_.cm_len);
     const char* why = nullptr;
@@ -438,43 +445,22 @@ size_t hs_encode(hs_kind kind, reject_reason reason, const void* body, const voi
            le(static_cast<uint32_t>(fixed + cm_len))};
   memcpy(out, &h, sizeof h);
   unsigned char* b = out + sizeof h;
-  switch (kind) {
-    case hs_kind::hello: {
-      hs_hello w;
-      memcpy(&w, body, sizeof w);
-      w.cm_len = le(cm_len);
-      w.reserved = le(w.reserved);
-      w.src = swap_addr(w.src);
-      w.credit = le(w.credit);
-      memcpy(b, &w, sizeof w);
-      break;
-    }
-    case hs_kind::challenge: {
-      hs_challenge w;
-      memcpy(&w, body, sizeof w);
-      w.reserved0 = le(w.reserved0);
-      w.reserved1 = le(w.reserved1);
-      w.src = swap_addr(w.src);
-      memcpy(b, &w, sizeof w);
-      break;
-    }
-    case hs_kind::proof:
-      memcpy(b, body, sizeof(hs_proof));
+  if (!fixed) return 0;
+  hs_msg m;
+  memcpy(&m.body, body, fixed);
+  switch (kind) {  // the cm length is the argument's, whatever the body said
+    case hs_kind::hello:
+      m.body.hello.cm_len = cm_len;
       break;
     case hs_kind::accept:
-    case hs_kind::reject: {
-      hs_verdict w;
-      memcpy(&w, body, sizeof w);
-      w.cm_len = le(cm_len);
-      w.reserved0 = le(w.reserved0);
-      w.reserved1 = le(w.reserved1);
-      w.credit = le(w.credit);
-      memcpy(b, &w, sizeof w);
+    case hs_kind::reject:
+      m.body.verdict.cm_len = cm_len;
       break;
-    }
     default:
-      return 0;
+      break;
   }
+  swap_body(kind, &m.body);
+  memcpy(b, &m.body, fixed);
   if (cm_len) memcpy(b + fixed, cm, cm_len);
   return sizeof h + fixed + cm_len;
 }

@@ -279,20 +279,22 @@ int sock_bufsizes(int fd, int sndbuf, int rcvbuf) noexcept {
   return 0;
 }
 
-int sock_local(int fd, sock_addr& out) noexcept {
+namespace {
+int sock_name(int fd, sock_addr& out, bool peer) noexcept {
   sock_addr a;
   a.len = sizeof a.ss;
-  if (getsockname(fd, a.sa(), &a.len)) return fi_errno(errno);
+  if ((peer ? getpeername : getsockname)(fd, a.sa(), &a.len)) return fi_errno(errno);
   out = a;
   return 0;
 }
+}  // namespace
+
+int sock_local(int fd, sock_addr& out) noexcept {
+  return sock_name(fd, out, false);
+}
 
 int sock_remote(int fd, sock_addr& out) noexcept {
-  sock_addr a;
-  a.len = sizeof a.ss;
-  if (getpeername(fd, a.sa(), &a.len)) return fi_errno(errno);
-  out = a;
-  return 0;
+  return sock_name(fd, out, true);
 }
 
 namespace {
