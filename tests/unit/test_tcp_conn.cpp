@@ -577,6 +577,24 @@ TEST(TcpPeers, RestartedPeerReplacesTheOldConnection) {
   }
 }
 
+TEST(TcpPeers, ReconnectAfterCloseWhileTheOtherSideStillHoldsTheOldOne) {
+  rdm_endpoint a(make_cfg()), b(make_cfg());
+  out_frame f1(10, 1), f2(20, 2);
+  ASSERT_GE(b.map.send(a.addr(), f1.e), 0);
+  ASSERT_TRUE(run_until({&a.p, &b.p}, [&] { return a.owner.frames.size() == 1; }));
+  // b drops its connection; a does not run, so it still holds its end.
+  b.map.find(a.addr())->abort(-FI_ECANCELED);
+  ASSERT_TRUE(run_until({&b.p}, [&] { return b.owner.closes == 1; }));
+  ASSERT_EQ(b.map.find(a.addr()), nullptr);
+  ASSERT_GE(b.map.send(a.addr(), f2.e), 0);  // a new connection, same instance
+  ASSERT_TRUE(run_until({&a.p, &b.p}, [&] { return a.owner.frames.size() == 2; }));
+  EXPECT_EQ(a.owner.frames[1].data, f2.data);
+  EXPECT_TRUE(b.owner.sent_err.empty());
+  run_until(
+      {&a.p, &b.p}, [&] { return a.p.conn_count() == 1; }, 1000);
+  EXPECT_EQ(a.p.conn_count(), 1u);
+}
+
 TEST(TcpPeers, SendingToItself) {
   rdm_endpoint a(make_cfg());
   out_frame f(5000, 3);

@@ -120,14 +120,16 @@ void peer_map::on_connreq(conn& c) noexcept {
     flush(*p);
     return;
   }
-  if (old->peer().id.instance && old->peer().id.instance != id.instance && old->established()) {
-    // The peer restarted: its old connection is dead even if TCP does not know yet.
+  if (old->established()) {
+    // A peer calls only when it holds no connection to us: the one we hold
+    // is stale (the peer restarted, or closed it and we have not read the
+    // end yet). The new one replaces it.
     old->abort(-FI_ECONNRESET);
     p->c = &c;
     c.accept(nullptr, 0);
     return;
   }
-  if (old->is_connector() && !old->established() && identity_cmp(self, id) > 0) {
+  if (identity_cmp(self, id) > 0) {
     // Crossed, and we are the higher: keep theirs, move our queue onto it.
     tx_entry* q = old->take_unsent();
     old->release();
@@ -137,7 +139,7 @@ void peer_map::on_connreq(conn& c) noexcept {
     flush(*p);
     return;
   }
-  // Crossed and we are the lower (ours is kept), or a duplicate.
+  // Crossed and we are the lower: ours is kept.
   c.reject(nullptr, 0, reject_reason::crossed);
 }
 

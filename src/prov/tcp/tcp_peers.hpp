@@ -17,10 +17,12 @@
 //   * a higher side whose own connection is rejected as crossed before the
 //     other's request arrived parks those frames until it arrives
 //     (at most connect_timeout_ms; then they are handed back to fail).
-// A request from the same address with another instance is a restarted
-// peer: the old connection is aborted (-FI_ECONNRESET) and the new one
-// kept. A request from our own identity (an endpoint sending to itself)
-// is accepted and kept apart: it only receives.
+// A peer calls only when it holds no connection to us, so a request that
+// finds an established connection (the peer restarted: another instance;
+// or it closed the old one and we have not read the end yet) replaces it:
+// the old one is aborted (-FI_ECONNRESET). A request from our own identity
+// (an endpoint sending to itself) is accepted and kept apart: it only
+// receives. Destroy the map before its poller.
 //
 // The owner (the endpoint) forwards its conn_owner callbacks on_connreq,
 // on_connected and on_closed here and keeps handling frames itself.
