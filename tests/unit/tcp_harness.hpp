@@ -151,7 +151,7 @@ struct endpoint {
   test_owner owner;
   listener* l = nullptr;
   explicit endpoint(std::shared_ptr<conn_config> c, int family = AF_INET) : cfg(std::move(c)) {
-    EXPECT_EQ(p.listen(owner, cfg, loopback(family), 128, &l), 0);
+    EXPECT_EQ(p.listen(owner, cfg, loopback(family), 0, &l), 0);  // backlog SOMAXCONN
     if (l) cfg->self = to_wire(l->addr(), cfg->self.instance);  // before any connection uses it
   }
   sock_addr addr() const { return l->addr(); }
