@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <new>
 
-#include "util/object.hpp"
+#include "common/object.hpp"
 
 namespace weft::tcp {
 
