@@ -107,6 +107,7 @@ void spin(poller& p, P pred) {
 int main(int argc, char** argv) {
   int cpu_a = 0, cpu_b = 1, rounds = 5;
   long iters = 20000;
+  bool do_lat = true, do_bw = true;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--cpus") && i + 1 < argc)
       sscanf(argv[++i], "%d,%d", &cpu_a, &cpu_b);
@@ -114,8 +115,11 @@ int main(int argc, char** argv) {
       iters = atol(argv[++i]);
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
       rounds = atoi(argv[++i]);
-    else {
-      fprintf(stderr, "usage: %s [--cpus A,B] [--iters N] [--rounds R]\n", argv[0]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+      do_lat = !strcmp(argv[++i], "lat");
+      do_bw = !do_lat;
+    } else {
+      fprintf(stderr, "usage: %s [--cpus A,B] [--iters N] [--rounds R] [--only lat|bw]\n", argv[0]);
       return 2;
     }
   }
@@ -165,14 +169,17 @@ int main(int argc, char** argv) {
   result lat{"xport_lat_8_us", {}}, bw64{"xport_bw_65536_MBps", {}}, bw1m{"xport_bw_1048576_MBps", {}};
   for (int r = 0; r < rounds; ++r) {
     // Ping-pong.
-    const double t0 = now_s();
-    for (long i = 0; i < iters; ++i) {
-      const uint64_t want = o.frames + 1;
-      spin(p, [&] { return !small.busy; });
-      send(o, small, true);
-      spin(p, [&] { return o.frames == want; });
+    if (do_lat) {
+      const double t0 = now_s();
+      for (long i = 0; i < iters; ++i) {
+        const uint64_t want = o.frames + 1;
+        spin(p, [&] { return !small.busy; });
+        send(o, small, true);
+        spin(p, [&] { return o.frames == want; });
+      }
+      lat.v.push_back((now_s() - t0) / double(iters) / 2 * 1e6);
     }
-    lat.v.push_back((now_s() - t0) / double(iters) / 2 * 1e6);
+    if (!do_bw) continue;
     // Streams: `count` frames, then the responder's one answer.
     for (size_t size : {size_t{65536}, size_t{1} << 20}) {
       const long count = std::max<long>(64, (256L << 20) / long(size));
@@ -190,6 +197,7 @@ int main(int argc, char** argv) {
     }
   }
   for (result* x : {&lat, &bw64, &bw1m}) {
+    if (x->v.empty()) continue;
     std::sort(x->v.begin(), x->v.end());
     printf("%s %.3f   # min %.3f max %.3f over %d rounds\n", x->name, x->v[x->v.size() / 2], x->v.front(),
            x->v.back(), rounds);

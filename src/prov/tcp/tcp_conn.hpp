@@ -277,6 +277,7 @@ private:
   conn* hot_next_ = nullptr;
   bool hot_ = false;
   uint32_t idle_rounds_ = 0;
+  uint64_t idle_since_ns_ = 0;  // when the clock first saw it idle (0: busy)
   conn* all_prev_ = nullptr;
   conn* all_next_ = nullptr;
   conn* dead_next_ = nullptr;

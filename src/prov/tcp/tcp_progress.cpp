@@ -60,6 +60,7 @@ void poller::add_conn(conn* c) noexcept {
 
 void poller::make_hot(conn* c) noexcept {
   c->idle_rounds_ = 0;
+  c->idle_since_ns_ = 0;
   if (c->hot_) return;
   c->hot_ = true;
   c->hot_next_ = nullptr;
@@ -317,8 +318,14 @@ int poller::progress() noexcept {
       unhot(c);
     } else if (w) {
       c->idle_rounds_ = 0;
-    } else if (++c->idle_rounds_ >= cfg_.hot_idle_rounds) {
-      unhot(c);  // its last read (and write) just returned EAGAIN: epoll sees the next edge
+      c->idle_since_ns_ = 0;
+    } else if (++c->idle_rounds_ >= cfg_.hot_idle_rounds) [[unlikely]] {
+      c->idle_rounds_ = 0;
+      const uint64_t now = now_ns();
+      if (!c->idle_since_ns_)
+        c->idle_since_ns_ = now;
+      else if (now - c->idle_since_ns_ >= uint64_t{cfg_.hot_idle_us} * 1000)
+        unhot(c);  // its last read (and write) just returned EAGAIN: epoll sees the next edge
     }
     c = next;
   }

@@ -6,10 +6,13 @@
 // is "hot" and is simply read (recv on a non-blocking socket) and written
 // on every progress() round. epoll_wait(0) runs only every `epoll_every`
 // rounds (and on every round when nothing is hot), to find sockets that
-// woke up. A hot connection that did nothing for `hot_idle_rounds` rounds
-// cools down; it only cools right after its read (and write, if it had
-// something queued) returned EAGAIN, which is what makes edge-triggered
-// epoll safe: any later arrival is an edge, so epoll reports it.
+// woke up. A hot connection that did nothing for `hot_idle_us` cools down
+// (the clock is read once per `hot_idle_rounds` idle rounds, never per
+// message: a count of rounds alone cooled connections within one round
+// trip on a loaded machine, where rounds are fast and peers slow); it only
+// cools right after its read (and write, if it had something queued)
+// returned EAGAIN, which is what makes edge-triggered epoll safe: any later
+// arrival is an edge, so epoll reports it.
 //
 // Sleeping: fd() is the epoll descriptor (the FD wait object). trywait()
 // says whether it is safe to sleep on it: only when nothing is hot (a hot
@@ -31,7 +34,8 @@ namespace weft::tcp {
 
 struct poller_config {
   uint32_t epoll_every = 16;       // rounds between epoll_wait(0) calls while something is hot
-  uint32_t hot_idle_rounds = 256;  // idle rounds before a hot connection cools
+  uint32_t hot_idle_rounds = 256;  // idle rounds between looks at the clock
+  uint32_t hot_idle_us = 1000;     // a hot connection idle this long cools
 };
 
 struct listener_stats {
