@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tcp provider's targets (issue 10), measured side by side on loopback:
-# the raw-socket floor (tcp-pingpong), real libfabric's tcp (weft-perf over
+# the raw-socket floor (tcp-pingpong), weft's tcp transport layer alone
+# (tcp-transport: no endpoint yet), real libfabric's tcp (weft-perf over
 # Debian's library: tcp;ofi_rxm RDM and tcp MSG; fi_pingpong MSG) and UCX's
 # tcp (ucx_perftest, UCX_TLS=tcp). Rounds interleave the programs; each line
 # is the median over the rounds, with min and max.
@@ -12,8 +13,8 @@ build=${1:-build}
 rounds=${2:-3}
 cpus=${WEFT_CPUS:-0,1}
 cpu_a=${cpus%,*} cpu_b=${cpus#*,}
-perf=$build/bin/weft-perf floor=$build/bin/tcp-pingpong
-for x in "$perf" "$floor"; do [ -x "$x" ] || { echo "missing $x (build weft-perf and tcp-pingpong)" >&2; exit 1; }; done
+perf=$build/bin/weft-perf floor=$build/bin/tcp-pingpong xport=$build/bin/tcp-transport
+for x in "$perf" "$floor" "$xport"; do [ -x "$x" ] || { echo "missing $x (build weft-perf and tcp-pingpong)" >&2; exit 1; }; done
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 port=$((20000 + $$ % 20000))
@@ -53,6 +54,7 @@ for ((r = 1; r <= rounds; r++)); do
   echo "round $r/$rounds" >&2
   "$floor" --cpus "$cpu_a,$cpu_b" --rounds 1 --iters 20000 2>/dev/null |
     awk '{print "floor_" $1, $2}' >>"$out"
+  "$xport" --cpus "$cpu_a,$cpu_b" --rounds 1 --iters 20000 2>/dev/null | awk '{print "weft_" $1, $2}' >>"$out"
   wp lat8_libfabric_rxm 2 -p tcp -e rdm -t tagged_lat -s 8
   wp bw64k_libfabric_rxm 4 -p tcp -e rdm -t tagged_bw -s 64K
   wp bw1m_libfabric_rxm 4 -p tcp -e rdm -t tagged_bw -s 1M
