@@ -8,9 +8,11 @@
 //   bandwidth  a stream of messages of 64 KiB and 1 MiB, the receiver
 //              answers one byte at the end; bytes / time at the sender
 //
-// Each in two variants: "block" (blocking recv/send: the caller sleeps in
-// the kernel) and "poll" (non-blocking recv spinning on EAGAIN: what a
-// busy-polling progress engine does). Prints one line per figure:
+// Each in three variants: "block" (blocking recv/send: the caller sleeps in
+// the kernel), "poll" (non-blocking recv spinning on EAGAIN) and "epoll"
+// (spinning on epoll_wait(0), then one recv: the readiness check takes no
+// socket lock, while a recv on an empty socket takes the lock the sender's
+// delivery needs too). Prints one line per figure:
 //
 //   tcp-pingpong [--cpus A,B] [--iters N] [--rounds R] [--ipv6]
 //   tcp_lat_8_block_us <median of R rounds>   ... spread in the comment
@@ -19,6 +21,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -53,10 +56,16 @@ bool pin(int cpu) {
   exit(1);
 }
 
+int epfd = -1;  // epoll variant: spin on epoll_wait(0), read when it says so
+
 // Exactly n bytes; `poll` spins on EAGAIN instead of sleeping.
 void recv_all(int fd, void* p, size_t n, bool poll) {
   auto* b = static_cast<char*>(p);
   while (n) {
+    if (epfd >= 0) {
+      epoll_event ev;
+      while (epoll_wait(epfd, &ev, 1, 0) == 0) {}
+    }
     const ssize_t r = recv(fd, b, n, poll ? MSG_DONTWAIT : 0);
     if (r > 0) {
       b += r;
@@ -129,10 +138,14 @@ double bw(int fd, bool initiator, bool poll, size_t size, long count) {
   return double(size) * double(count) / (now_s() - t0) / 1e6;  // MB/s
 }
 
+// How a side waits for data: sleeping in recv, spinning on recv, or
+// spinning on epoll_wait(0) and reading once it reports the socket.
+enum mode { block, poll, epoll };
+
 struct test {
   std::string name;
   bool is_lat;
-  bool poll;
+  mode how;
   size_t size;
 };
 
@@ -182,12 +195,15 @@ int main(int argc, char** argv) {
   if (bind(l, reinterpret_cast<sockaddr*>(&ss), len) || listen(l, 1)) die("bind/listen");
   if (getsockname(l, reinterpret_cast<sockaddr*>(&ss), &len)) die("getsockname");
 
-  std::vector<test> tests = {{"tcp_lat_8_block_us", true, false, 8},
-                             {"tcp_lat_8_poll_us", true, true, 8},
-                             {"tcp_bw_65536_block_MBps", false, false, 65536},
-                             {"tcp_bw_65536_poll_MBps", false, true, 65536},
-                             {"tcp_bw_1048576_block_MBps", false, false, 1 << 20},
-                             {"tcp_bw_1048576_poll_MBps", false, true, 1 << 20}};
+  std::vector<test> tests = {{"tcp_lat_8_block_us", true, block, 8},
+                             {"tcp_lat_8_poll_us", true, poll, 8},
+                             {"tcp_lat_8_epoll_us", true, epoll, 8},
+                             {"tcp_bw_65536_block_MBps", false, block, 65536},
+                             {"tcp_bw_65536_poll_MBps", false, poll, 65536},
+                             {"tcp_bw_65536_epoll_MBps", false, epoll, 65536},
+                             {"tcp_bw_1048576_block_MBps", false, block, 1 << 20},
+                             {"tcp_bw_1048576_poll_MBps", false, poll, 1 << 20},
+                             {"tcp_bw_1048576_epoll_MBps", false, epoll, 1 << 20}};
 
   const pid_t pid = fork();
   if (pid < 0) die("fork");
@@ -205,12 +221,18 @@ int main(int argc, char** argv) {
   if (!pin(initiator ? o.cpu_a : o.cpu_b))
     fprintf(stderr, "# could not pin to the CPUs asked (%d,%d)\n", o.cpu_a, o.cpu_b);
 
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;  // level-triggered: it reports the socket while data waits
+  if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev)) die("epoll");
   for (const test& t : tests) {
     std::vector<double> v;
+    epfd = t.how == epoll ? ep : -1;
+    const bool spin = t.how != block;
     for (int r = 0; r < o.rounds; ++r) {
-      const double x =
-          t.is_lat ? lat(fd, initiator, t.poll, o.iters)
-                   : bw(fd, initiator, t.poll, t.size, std::max<long>(64, (256L << 20) / long(t.size)));
+      const double x = t.is_lat
+                           ? lat(fd, initiator, spin, o.iters)
+                           : bw(fd, initiator, spin, t.size, std::max<long>(64, (256L << 20) / long(t.size)));
       v.push_back(x);
     }
     if (initiator) {
