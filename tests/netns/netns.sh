@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# A throw-away network of two or three "hosts" for multi-host tests: each
+# host is a network namespace with one interface (eth0) on a private subnet
+# (10.250.0.0/24) that exists only inside these namespaces; the hosts meet on
+# a bridge in a fourth, switch namespace. Nothing is added to the caller's
+# namespace, so no traffic can leave loopback and these namespaces.
+#
+#   netns.sh [-n HOSTS] [--delay D] [--loss P] [--mtu M] -- COMMAND [ARGS...]
+#
+#   -n HOSTS    2 (default) or 3
+#   --delay D   tc netem delay on every host's eth0, e.g. 2ms
+#   --loss P    tc netem loss on every host's eth0, e.g. 1%
+#   --mtu M     interface MTU (default 1500)
+#
+# COMMAND runs in the caller's namespace with, for host i (1-based):
+#   WEFT_NS_i    the namespace name (run there: ip netns exec "$WEFT_NS_i" ...)
+#   WEFT_ADDR_i  its address (10.250.0.i)
+#   WEFT_NS_HOSTS  the number of hosts
+# Its exit status is netns.sh's. Everything is removed on exit, whatever
+# happens (processes left in the namespaces are killed first).
+#
+# Exit 77 (ctest SKIP_RETURN_CODE) with the reason on stderr when the
+# network cannot be made: not root, no `ip`, namespaces or veth refused.
+set -uo pipefail
+
+skip() { echo "SKIP: $*" >&2; exit 77; }
+
+hosts=2 delay="" loss="" mtu=1500
+while (($#)); do
+  case "$1" in
+    -n) hosts=$2; shift 2 ;;
+    --delay) delay=$2; shift 2 ;;
+    --loss) loss=$2; shift 2 ;;
+    --mtu) mtu=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "netns.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+(($#)) || { echo "usage: netns.sh [-n 2|3] [--delay D] [--loss P] [--mtu M] -- COMMAND..." >&2; exit 2; }
+[[ $hosts == 2 || $hosts == 3 ]] || { echo "netns.sh: -n must be 2 or 3" >&2; exit 2; }
+
+[ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces and veth pairs)"
+command -v ip >/dev/null || skip "no ip command (iproute2)"
+if [[ -n $delay || -n $loss ]]; then command -v tc >/dev/null || skip "no tc command (iproute2)"; fi
+
+tag="wft$$"
+sw="${tag}sw"
+made=()
+cleanup() {
+  local ns
+  for ns in "${made[@]}"; do
+    # Whatever still runs in a namespace goes with it.
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+    ip netns del "$ns" 2>/dev/null
+  done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$sw" 2>/dev/null || skip "ip netns add refused (no CAP_SYS_ADMIN or no namespace support)"
+made+=("$sw")
+ip -n "$sw" link add br0 type bridge || skip "no bridge support"
+ip -n "$sw" link set br0 up
+ip -n "$sw" link set lo up
+
+for ((i = 1; i <= hosts; i++)); do
+  ns="${tag}h$i"
+  ip netns add "$ns" || { echo "netns.sh: cannot add $ns" >&2; exit 1; }
+  made+=("$ns")
+  # The pair is created inside the switch namespace, then one end moves:
+  # neither end ever exists in the caller's namespace.
+  ip -n "$sw" link add "p$i" type veth peer name eth0 netns "$ns" || skip "veth pairs refused"
+  ip -n "$sw" link set "p$i" master br0 mtu "$mtu" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set eth0 mtu "$mtu" up
+  ip -n "$ns" addr add "10.250.0.$i/24" dev eth0
+  if [[ -n $delay || -n $loss ]]; then
+    ip netns exec "$ns" tc qdisc add dev eth0 root netem ${delay:+delay $delay} ${loss:+loss $loss} ||
+      skip "tc netem refused (sch_netem not available)"
+  fi
+  export "WEFT_NS_$i=$ns" "WEFT_ADDR_$i=10.250.0.$i"
+done
+export WEFT_NS_HOSTS=$hosts
+
+# Wait until every link is up on both ends (no STP: bridge ports forward at once).
+for ((i = 1; i <= hosts; i++)); do
+  ok=0
+  for _ in $(seq 50); do
+    if ip -n "${tag}h$i" -o link show eth0 | grep -q LOWER_UP && ip -n "$sw" -o link show "p$i" | grep -q LOWER_UP; then
+      ok=1
+      break
+    fi
+    sleep 0.1
+  done
+  ((ok)) || { echo "netns.sh: the link of host $i did not come up" >&2; exit 1; }
+done
+
+"$@"
