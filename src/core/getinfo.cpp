@@ -94,12 +94,12 @@ bool rx_ok(const fi_rx_attr* h, const fi_rx_attr* p) {
          h->iov_limit <= p->iov_limit && h->total_buffered_recv <= SIZE_MAX;
 }
 
-bool ep_ok(const fi_ep_attr* h, const fi_ep_attr* p, const fi_domain_attr* pd) {
+bool ep_ok(const fi_ep_attr* h, const fi_ep_attr* p, const fi_domain_attr* pd, size_t auth_max) {
   if (!h) return true;
   if (h->type != FI_EP_UNSPEC && h->type != p->type) return false;
   if (h->protocol != FI_PROTO_UNSPEC && h->protocol != p->protocol) return false;
   if (h->max_msg_size > p->max_msg_size) return false;
-  if (h->auth_key_size || h->auth_key) return false;
+  if (h->auth_key_size > auth_max || (h->auth_key_size && !h->auth_key)) return false;
   auto ctx_ok = [](size_t want, size_t max) { return want == FI_SHARED_CONTEXT || want <= max; };
   if (!ctx_ok(h->tx_ctx_cnt, pd->max_ep_tx_ctx) || !ctx_ok(h->rx_ctx_cnt, pd->max_ep_rx_ctx)) return false;
   if (h->tx_ctx_cnt == FI_SHARED_CONTEXT && !pd->max_ep_stx_ctx) return false;
@@ -107,7 +107,7 @@ bool ep_ok(const fi_ep_attr* h, const fi_ep_attr* p, const fi_domain_attr* pd) {
   return true;
 }
 
-bool domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_attr* p) {
+bool domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_attr* p, size_t auth_max) {
   if (!h) return true;
   if (h->name && strcmp(h->name, p->name)) return false;
   if (h->domain) return false;  // opening info for an existing domain: not supported
@@ -124,7 +124,7 @@ bool domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_attr* 
     return false;
   if (FI_VERSION_GE(version, FI_VERSION(1, 5))) {
     if (h->cntr_cnt > p->cntr_cnt || h->mr_iov_limit > p->mr_iov_limit || h->mr_cnt > p->mr_cnt) return false;
-    if (h->auth_key_size || h->auth_key) return false;
+    if (h->auth_key_size > auth_max || (h->auth_key_size && !h->auth_key)) return false;
     if (!subset(h->caps, p->caps | secondary_caps)) return false;
   }
   return true;
@@ -184,6 +184,24 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       if (hints->rx_attr->size) info->rx_attr->size = hints->rx_attr->size;
       if (hints->rx_attr->iov_limit) info->rx_attr->iov_limit = hints->rx_attr->iov_limit;
     }
+    // An auth_key asked for is the one the endpoints will present.
+    auto copy_key = [](uint8_t*& key, size_t& size, const uint8_t* from, size_t n) {
+      if (!n) return true;
+      free(key);
+      key = static_cast<uint8_t*>(malloc(n));
+      if (!key) return false;
+      memcpy(key, from, n);
+      size = n;
+      return true;
+    };
+    if (hints->ep_attr &&
+        !copy_key(info->ep_attr->auth_key, info->ep_attr->auth_key_size, hints->ep_attr->auth_key,
+                  hints->ep_attr->auth_key_size))
+      return -FI_ENOMEM;
+    if (hints->domain_attr && FI_VERSION_GE(version, FI_VERSION(1, 5)) &&
+        !copy_key(info->domain_attr->auth_key, info->domain_attr->auth_key_size, hints->domain_attr->auth_key,
+                  hints->domain_attr->auth_key_size))
+      return -FI_ENOMEM;
     if (hints->ep_attr) {
       if (hints->ep_attr->tx_ctx_cnt) info->ep_attr->tx_ctx_cnt = hints->ep_attr->tx_ctx_cnt;
       if (hints->ep_attr->rx_ctx_cnt) info->ep_attr->rx_ctx_cnt = hints->ep_attr->rx_ctx_cnt;
@@ -241,7 +259,8 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
   return 0;
 }
 
-bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const char* node, uint64_t flags) {
+bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const char* node, uint64_t flags,
+             size_t auth_max) {
   if (!hints) {
     // An IPv6 node chooses the IPv6 templates and vice versa.
     if (node && (t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6)) {
@@ -269,9 +288,9 @@ bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const cha
     }
   }
   if (hints->src_addr && hints->src_addrlen == 0) return false;
-  if (!ep_ok(hints->ep_attr, t->ep_attr, t->domain_attr)) return false;
+  if (!ep_ok(hints->ep_attr, t->ep_attr, t->domain_attr, auth_max)) return false;
   if (!tx_ok(hints->tx_attr, t->tx_attr) || !rx_ok(hints->rx_attr, t->rx_attr)) return false;
-  if (!domain_ok(version, hints->domain_attr, t->domain_attr)) return false;
+  if (!domain_ok(version, hints->domain_attr, t->domain_attr, auth_max)) return false;
   if (!fabric_ok(hints->fabric_attr, t->fabric_attr)) return false;
   return true;
 }
@@ -299,7 +318,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     auto templates = prov->templates();
     for (const info_ptr& tp : *templates) {
       const fi_info* t = tp.get();
-      if (!matches(version, hints, t, node, flags)) continue;
+      if (!matches(version, hints, t, node, flags, prov->auth_key_max())) continue;
       // FI_PROV_ATTR_ONLY: one entry per provider, for its attributes.
       if ((flags & FI_PROV_ATTR_ONLY) && head && taken_from == prov) continue;
       taken_from = prov;

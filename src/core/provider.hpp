@@ -52,6 +52,9 @@ public:
   virtual const char* name() const noexcept = 0;
   virtual uint32_t version() const noexcept = 0;  // prov_version
   virtual std::span<const param> params() const noexcept { return {}; }
+  // Largest auth_key (domain and endpoint attributes) the provider checks
+  // between peers; 0: it has none, and hints with a key find nothing.
+  virtual size_t auth_key_max() const noexcept { return 0; }
 
   // Fully populated fi_info entries (newest API), best first, from the
   // parameters' current values. The core duplicates, filters and adapts them.

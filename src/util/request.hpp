@@ -4,8 +4,8 @@
 // in O(1) by the id that travels on the wire, allocation-free once warm.
 //
 // An id is (generation << 32 | slot + 1): a stale or forged id from a peer
-// finds nothing. R has a field `uint64_t id`; alloc() hands out a fresh
-// (value-initialised) R with its id set.
+// finds nothing. R has a field `uint64_t id`; alloc() hands out a fresh R
+// (value-initialised, or reset by its recycle() when it has one) with its id set.
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -28,7 +28,11 @@ public:
         free_.pop_back();
       }
       slot& s = slots_[idx];
-      s.req = R{};
+      // A request with large buffers resets only its bookkeeping.
+      if constexpr (requires(R& r) { r.recycle(); })
+        s.req.recycle();
+      else
+        s.req = R{};
       s.live = true;
       s.req.id = uint64_t{s.gen} << 32 | (idx + 1);
       ++live_;

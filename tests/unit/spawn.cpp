@@ -96,6 +96,7 @@ namespace {
 const mp_mode all_modes[] = {
     {"shm_cma", "shm", nullptr, true},
     {"shm_nocma", "shm", "FI_SHM_DISABLE_CMA=1", false},
+    {"tcp", "tcp", nullptr, false},
 };
 const mp_mode* running = nullptr;
 }  // namespace

@@ -1,0 +1,464 @@
+// prov/tcp: the endpoint's transport part — opening, enabling (RDM:
+// listening), progress, closing; the connections' callbacks, dispatched by
+// opcode; requests, responses and credit.
+#include <sys/epoll.h>
+#include <unistd.h>
+#include <cstdio>
+
+#include <cstring>
+
+#include "core/info.hpp"
+#include "core/log.hpp"
+#include "prov/tcp/tcp.hpp"
+#include "util/cntr.hpp"
+#include "util/cq.hpp"
+#include "util/eq.hpp"
+#include "util/rx.hpp"
+
+namespace weft::tcp {
+
+void sent(ep& e, conn* c, tx_entry& t, int err) noexcept;
+
+namespace {
+
+// The wait objects an application may sleep on: our sockets wake them.
+template <class F>
+void each_wait(ep& e, F&& f) {
+  fid_cq* cqs[] = {e.tx_cq, e.rx_cq};
+  for (size_t i = 0; i < 2; ++i)
+    if (cqs[i] && (i == 0 || cqs[1] != cqs[0])) f(&cqs[i]->fid);
+  fid_cntr* cntrs[] = {e.cntr_send, e.cntr_recv, e.cntr_read, e.cntr_write, e.cntr_rread, e.cntr_rwrite};
+  for (size_t i = 0; i < 6; ++i) {
+    bool first = cntrs[i] != nullptr;
+    for (size_t j = 0; j < i && first; ++j) first = cntrs[j] != cntrs[i];
+    if (first) f(&cntrs[i]->fid);
+  }
+}
+
+void watch_fds(ep& e, bool add) {
+  const int fd = e.poll->fd();
+  each_wait(e, [&](fid* f) {
+    if (f->fclass == FI_CLASS_CQ) {
+      auto* cq = reinterpret_cast<fid_cq*>(f);
+      add ? cq_add_wait_fd(cq, fd, EPOLLIN) : cq_del_wait_fd(cq, fd);
+    } else {
+      auto* c = reinterpret_cast<fid_cntr*>(f);
+      add ? cntr_add_wait_fd(c, fd, EPOLLIN) : cntr_del_wait_fd(c, fd);
+    }
+  });
+}
+
+int enable(endpoint& base) {
+  ep& e = ep::of(base);
+  if (e.type == FI_EP_RDM) {
+    if (!e.named) {
+      const int family = e.dom->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
+      if (int ret = default_src(nullptr, family, e.name)) return ret;
+    }
+    if (int ret = e.poll->listen(e.owner, e.cfg, e.name, 0, &e.listen)) return ret;
+    e.name = e.listen->addr();
+    e.named = true;
+    e.cfg->self = to_wire(e.name, e.cfg->self.instance);
+    e.peers = std::make_unique<peer_map>(*e.poll, e.owner, e.cfg);
+  } else {
+    e.cfg->self = wire_addr{};  // the active side of a connection listens nowhere
+    e.cfg->self.instance = to_wire(e.name, 0).instance;
+    if (e.eq && eq_add_poller(e.eq, endpoint_poller, &e)) return -FI_ENOMEM;
+  }
+  watch_fds(e, true);
+  WEFT_DEBUG(FI_LOG_EP_CTRL, "tcp: %s endpoint enabled at %s", e.type == FI_EP_RDM ? "RDM" : "MSG",
+             e.name.str().c_str());
+  return 0;
+}
+
+void progress_hook(endpoint& e) noexcept {
+  progress(ep::of(e));
+}
+
+void close(endpoint& base) noexcept {
+  ep& e = ep::of(base);
+  if (!e.enabled) return;
+  if (e.type == FI_EP_MSG && e.eq) eq_del_poller(e.eq, endpoint_poller, &e);
+  watch_fds(e, false);
+  if (e.msg_conn && !e.shut) e.msg_conn->shutdown();  // the peer hears FI_SHUTDOWN
+  e.poll->progress();
+}
+
+void destroy(endpoint* base) noexcept {
+  ep& e = ep::of(*base);
+  e.peers.reset();  // before the poller
+  if (e.pending_accept) e.pending_accept->release();
+  for (auto& [serial, lk] : e.links) delete lk;
+  e.links.clear();
+  delete &e;
+}
+
+const ep_transport rdm_transport = {enable, progress_hook, close, destroy, &rx_answers, 0};
+const ep_transport msg_transport = {enable, progress_hook, close, destroy, &rx_answers, cm_data_max};
+
+}  // namespace
+
+std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context) {
+  fi_ep_type type = info->ep_attr ? info->ep_attr->type : FI_EP_RDM;
+  if (type == FI_EP_UNSPEC) type = FI_EP_RDM;
+  if (type != FI_EP_RDM && type != FI_EP_MSG) fail(FI_EINVAL, "tcp: RDM and MSG endpoints only");
+  auto e = std::make_unique<ep>();
+  e->owner.e = e.get();
+  endpoint_init(*e, dom, info, context, ep_role::endpoint, type == FI_EP_MSG ? &msg_transport : &rdm_transport,
+                inject_max);
+  e->type = type;
+  auto cfg = std::make_shared<conn_config>();
+  cfg->ep_type = type == FI_EP_MSG ? wire_ep_type::msg : wire_ep_type::rdm;
+  // The endpoint's auth_key, else the domain's: a shared secret peers must hold.
+  const fi_ep_attr* ea = info->ep_attr;
+  const fi_domain_attr* da = dom.info ? dom.info->domain_attr : nullptr;
+  if (ea && ea->auth_key_size && ea->auth_key)
+    cfg->auth_key.assign(ea->auth_key, ea->auth_key + ea->auth_key_size);
+  else if (da && da->auth_key_size && da->auth_key)
+    cfg->auth_key.assign(da->auth_key, da->auth_key + da->auth_key_size);
+  if (cfg->auth_key.size() > auth_key_max) fail(FI_EINVAL, "tcp: auth_key too long");
+  cfg->limits.rma_iov_max = iov_max;
+  cfg->limits.eager_max = eager_max;
+  cfg->limits.atomic_max = atomic_max_bytes;
+  cfg->credit = credit_window;
+  if (int ret = cfg->new_instance()) fail(-ret, "tcp: no random instance");
+  e->cfg = cfg;
+  e->poll = std::make_unique<poller>();
+  if (info->src_addr && info->src_addrlen) {
+    if (sock_addr::from(info->src_addr, info->src_addrlen, e->name)) fail(FI_EINVAL, "tcp: bad src_addr");
+    e->named = true;
+  }
+  if (type == FI_EP_MSG && info->handle) {
+    e->pending_accept = take_connreq(info->handle, *e->poll, e->owner);
+    if (!e->pending_accept) fail(FI_EINVAL, "tcp: the info's handle is no open connection request");
+  }
+  install_ops(*e);
+  e->fid_.cm = type == FI_EP_MSG ? &msg_cm_ops : &rdm_cm_ops;
+  return e;
+}
+
+int tcp_domain::endpoint(fi_info* info, fid_ep** out, void* context) {
+  if (!info || !out) return -FI_EINVAL;
+  if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, "tcp"))
+    return -FI_EINVAL;
+  if (info->tx_attr && info->tx_attr->inject_size > inject_max) return -FI_EINVAL;
+  if (info->ep_attr && ((info->ep_attr->tx_ctx_cnt > 1 && info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
+                        (info->ep_attr->rx_ctx_cnt > 1 && info->ep_attr->rx_ctx_cnt != FI_SHARED_CONTEXT)))
+    return -FI_EINVAL;
+  auto e = make_ep(dom, info, context);
+  dom.users_.add();
+  *out = &e.release()->fid_;
+  return 0;
+}
+
+int tcp_domain::stx_ctx(fi_tx_attr* attr, fid_stx** out, void* context) {
+  return stx_open(dom, attr, out, context, inject_max);
+}
+
+int tcp_domain::srx_ctx(fi_rx_attr* attr, fid_ep** out, void* context) {
+  return srx_open(dom, attr, out, context);
+}
+
+// ------------------------------------------------------------------ progress
+void progress(ep& e) noexcept {
+  if (!e.enabled) [[unlikely]]
+    return;
+  e.poll->progress();
+  if ((++e.polls & 255) == 0) [[unlikely]] {
+    if (e.peers) {
+      for (tx_entry* t = e.peers->expire(now_ns()); t;) {
+        tx_entry* next = t->next;
+        sent(e, nullptr, *t, -FI_ETIMEDOUT);  // its peer never answered
+        t = next;
+      }
+    }
+  }
+  // Connections that stopped reading for want of room: room may be back.
+  if (!e.deferred.empty() && e.rx->ux_count < ux_max_count && e.rx->ux_bytes < ux_max_bytes) {
+    auto serials = std::move(e.deferred);
+    e.deferred.clear();
+    for (uint64_t s : serials) {
+      auto it = e.links.find(s);
+      if (it != e.links.end() && it->second->c) it->second->c->resume_rx();
+    }
+  }
+}
+
+// ------------------------------------------------------------------ links
+link* link_of(ep& e, conn& c) noexcept {
+  if (c.user) [[likely]]
+    return static_cast<link*>(c.user);
+  try {
+    auto lk = std::make_unique<link>();
+    lk->c = &c;
+    lk->serial = e.next_serial++;
+    if (c.established()) {
+      lk->credit = static_cast<int64_t>(c.peer().credit);
+      lk->credit_known = true;
+    }
+    e.links.emplace(lk->serial, lk.get());
+    c.user = lk.get();
+    return lk.release();
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+fi_addr_t source_of(ep& e, link& lk) noexcept {
+  if (lk.src != FI_ADDR_NOTAVAIL || !e.av || !lk.c || e.type != FI_EP_RDM) return lk.src;
+  sock_addr a;
+  if (from_wire(lk.c->peer().id, a)) return FI_ADDR_NOTAVAIL;
+  lk.src = e.av->find(&a.ss, a.len);
+  return lk.src;
+}
+
+int route_to(ep& e, fi_addr_t dest, route& rt) noexcept {
+  if (e.type == FI_EP_MSG) {
+    if (!e.msg_conn || !e.connected || e.shut) return -FI_ENOTCONN;
+    rt.c = e.msg_conn;
+    return 0;
+  }
+  size_t len = 0;
+  const void* a = e.av ? e.av->lookup(dest, &len) : nullptr;
+  if (!a || sock_addr::from(a, len, rt.to)) return -FI_EINVAL;
+  rt.c = e.peers->find(rt.to);
+  return 0;
+}
+
+int send_on(ep& e, route& rt, tx_entry& tx) noexcept {
+  if (e.type == FI_EP_MSG) return rt.c->send(tx);
+  const int ret = e.peers->send(rt.to, tx);
+  if (ret >= 0 && !rt.c) rt.c = e.peers->find(rt.to);
+  return ret;
+}
+
+int send_frame(ep& e, fi_addr_t dest, tx_entry& tx, conn** used) noexcept {
+  route rt;
+  if (int ret = route_to(e, dest, rt)) return ret;
+  const int ret = send_on(e, rt, tx);
+  *used = rt.c;
+  return ret;
+}
+
+// ------------------------------------------------------------------ requests
+request* new_request(ep& e, req_kind kind, void* context, uint64_t cq_flags, uint64_t op_flags,
+                     size_t len) noexcept {
+  request* r = e.requests.alloc();
+  if (!r) return nullptr;
+  r->kind = kind;
+  r->context = context;
+  r->cq_flags = cq_flags;
+  r->op_flags = op_flags;
+  r->len = len;
+  r->out.kind = out_kind::request;
+  r->out.owner = r;
+  r->data.kind = out_kind::data;
+  r->data.owner = r;
+  return r;
+}
+
+void finish(ep& e, request* r) noexcept {
+  if (r->err)
+    tx_fail(e, r->context, r->cq_flags, r->err, 0);
+  else
+    tx_done(e, r->context, r->cq_flags, r->op_flags, r->len);
+  e.requests.release(r);
+}
+
+void fail_request(ep& e, request* r, int err) noexcept {
+  if (!r->err) r->err = err < 0 ? -err : err;
+  r->written = r->answered = true;
+  finish(e, r);
+}
+
+response* new_response(ep& e) noexcept {
+  response* r = e.responses.alloc();
+  if (!r) return nullptr;
+  r->out.kind = out_kind::response;
+  r->out.owner = r;
+  r->credit = false;
+  return r;
+}
+
+int respond(ep& e, link& lk, const frame_hdr& h, const iovec* payload, size_t count, response* r) noexcept {
+  if (!r) r = new_response(e);
+  if (!r) return -FI_ENOMEM;
+  r->lk = &lk;
+  int ret = r->out.tx.prepare(swap_hdr(h), nullptr, payload, count);
+  if (ret == 0) ret = lk.c ? lk.c->send(r->out.tx) : -FI_ENOTCONN;
+  if (ret != 0) e.responses.release(r);  // written whole, or never
+  return ret < 0 ? ret : 0;
+}
+
+int ack(ep& e, link& lk, uint64_t id, int status) noexcept {
+  frame_hdr h{};
+  h.op = static_cast<uint8_t>(op::ack);
+  h.id = id;
+  h.aux = static_cast<uint64_t>(status < 0 ? -status : status);
+  return respond(e, lk, h, nullptr, 0);
+}
+
+void give_credit(ep& e, link& lk, uint64_t bytes) noexcept {
+  lk.owed += bytes;
+  if (lk.granting || lk.owed < credit_window / 4 || !lk.c) return;
+  frame_hdr h{};
+  h.op = static_cast<uint8_t>(op::credit);
+  h.aux = lk.owed;
+  response* r = new_response(e);
+  if (!r) return;
+  r->lk = &lk;
+  r->credit = true;
+  if (r->out.tx.prepare(swap_hdr(h), nullptr, nullptr, 0) != 0) {
+    e.responses.release(r);
+    return;
+  }
+  const int ret = lk.c->send(r->out.tx);
+  if (ret < 0) {
+    e.responses.release(r);
+    return;
+  }
+  lk.owed = 0;
+  if (ret == 1)
+    e.responses.release(r);
+  else
+    lk.granting = true;  // until on_sent
+}
+
+// ------------------------------------------------------------------ the connections' callbacks
+void ep_owner::on_connreq(conn& c) noexcept {
+  if (e->peers)
+    e->peers->on_connreq(c);
+  else
+    c.reject(nullptr, 0, reject_reason::busy);  // an active MSG endpoint listens to nobody
+}
+
+void ep_owner::on_connected(conn& c) noexcept {
+  if (link* lk = link_of(*e, c); lk && !lk->credit_known) {
+    lk->credit = static_cast<int64_t>(c.peer().credit) - static_cast<int64_t>(lk->early);
+    lk->credit_known = true;
+  }
+  if (e->type == FI_EP_MSG) cm_connected(*e, c);
+}
+
+rx_target ep_owner::on_frame(conn& c, const frame_hdr& h, const rma_desc* d) noexcept {
+  link* lk = link_of(*e, c);
+  if (!lk) [[unlikely]]
+    return rx_target{rx_action::defer, nullptr, 0};
+  lk->kind = rx_kind::skip;
+  switch (static_cast<op>(h.op)) {
+    case op::msg:
+    case op::tagged:
+      return msg_frame(*e, *lk, h);
+    case op::cts:
+      cts_frame(*e, *lk, h);
+      break;
+    case op::rndv_data:
+      return rndv_data_frame(*e, *lk, h);
+    case op::write:
+      return write_frame(*e, *lk, h, d);
+    case op::read_req:
+      read_req_frame(*e, *lk, h, d);
+      break;
+    case op::read_resp:
+      return read_resp_frame(*e, *lk, h);
+    case op::atomic:
+      return atomic_frame(*e, *lk, h, d);
+    case op::atomic_resp:
+      return atomic_resp_frame(*e, *lk, h);
+    case op::ack:
+      ack_frame(*e, *lk, h);
+      break;
+    case op::credit:
+      lk->credit += static_cast<int64_t>(h.aux);
+      break;
+    default:
+      break;  // validated by the decoder: nothing else reaches us
+  }
+  return rx_target{rx_action::discard, nullptr, 0};
+}
+
+void ep_owner::on_payload(conn& c, const frame_hdr& h, uint64_t landed) noexcept {
+  link* lk = static_cast<link*>(c.user);
+  if (!lk) return;
+  switch (lk->kind) {
+    case rx_kind::expected:
+    case rx_kind::unexpected:
+      msg_payload(*e, *lk, h, landed);
+      break;
+    case rx_kind::rndv_data:
+      rndv_data_payload(*e, *lk, h, landed);
+      break;
+    case rx_kind::write:
+      write_payload(*e, *lk, h, landed);
+      break;
+    case rx_kind::read_resp:
+      read_resp_payload(*e, *lk, h, landed);
+      break;
+    case rx_kind::atomic:
+      atomic_payload_done(*e, *lk, h, landed);
+      break;
+    case rx_kind::atomic_resp:
+      read_resp_payload(*e, *lk, h, landed);  // the same: results landed in the request's buffers
+      break;
+    default:
+      break;
+  }
+  if (c.user == lk) lk->kind = rx_kind::none;
+}
+
+void sent(ep& e, conn* c, tx_entry& t, int err) noexcept {
+  frame_out& fo = reinterpret_cast<frame_out&>(t);
+  switch (fo.kind) {
+    case out_kind::request:
+    case out_kind::data: {
+      auto* r = static_cast<request*>(fo.owner);
+      if (c) r->c = c;
+      if (err) {
+        fail_request(e, r, err);
+        return;
+      }
+      // A rendezvous announcement is not the message: its data frame is.
+      if (fo.kind == out_kind::data || !r->rndv) r->written = true;
+      if (r->written && r->answered) finish(e, r);
+      return;
+    }
+    case out_kind::response: {
+      auto* r = static_cast<response*>(fo.owner);
+      if (r->credit && r->lk) r->lk->granting = false;
+      e.responses.release(r);
+      return;
+    }
+  }
+}
+
+void ep_owner::on_sent(conn& c, tx_entry& t, int err) noexcept {
+  sent(*e, &c, t, err);
+}
+
+void ep_owner::on_closed(conn& c, int err) noexcept {
+  const int why = err ? err : -FI_ECONNRESET;
+  // Our operations that went on it and wait for an answer end in error;
+  // those of a connection that lost a simultaneous connect move with its
+  // frames to the one kept.
+  const bool crossed = c.rejected() == reject_reason::crossed;
+  e->requests.for_each([&](request& r) {
+    if (r.c != &c) return;
+    if (crossed)
+      r.c = nullptr;
+    else
+      fail_request(*e, &r, why);
+  });
+  if (link* lk = static_cast<link*>(c.user)) {
+    forget_link(*e, *lk, why);
+    e->links.erase(lk->serial);
+    delete lk;
+    c.user = nullptr;
+  }
+  if (e->type == FI_EP_MSG) {
+    cm_closed(*e, c, err);
+    return;
+  }
+  e->peers->on_closed(c, err);
+}
+
+}  // namespace weft::tcp
