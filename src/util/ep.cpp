@@ -177,7 +177,9 @@ int enable(endpoint& e) {
     e.av = e.parent->av;  // the scalable endpoint's AV, bound after the context was made
     e.av->add_user();
   }
-  if (!e.av) return -FI_ENOAV;
+  // Connected endpoints (FI_EP_MSG) address their one peer without an AV.
+  const bool connected = e.info && e.info->ep_attr && e.info->ep_attr->type == FI_EP_MSG;
+  if (!e.av && !connected) return -FI_ENOAV;
   if (e.shared_rx && !e.shared_rx->av) {
     e.shared_rx->av = e.av;
     e.av->add_user();
