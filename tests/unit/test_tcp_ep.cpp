@@ -1,0 +1,400 @@
+// The tcp provider through the public API: FI_EP_MSG connection management
+// (man fi_cm: passive endpoints, connect/accept/reject with private data,
+// FI_CONNECTED, FI_SHUTDOWN, getname/getpeer, a port where nobody listens),
+// auth_key as a shared secret, the FD wait object, and an RDM endpoint that
+// keeps serving a proper peer after a raw socket sent it garbage.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fixture.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+fi_info* tcp_info(fi_ep_type type, const char* node = "127.0.0.1", const char* service = nullptr,
+                  uint64_t flags = FI_SOURCE, const std::string& key = "") {
+  fi_info* hints = fi_allocinfo();
+  hints->fabric_attr->prov_name = strdup("tcp");
+  hints->ep_attr->type = type;
+  hints->caps = FI_MSG | FI_TAGGED;
+  hints->addr_format = FI_SOCKADDR_IN;
+  if (!key.empty()) {
+    hints->domain_attr->auth_key = static_cast<uint8_t*>(malloc(key.size()));
+    memcpy(hints->domain_attr->auth_key, key.data(), key.size());
+    hints->domain_attr->auth_key_size = key.size();
+  }
+  fi_info* info = nullptr;
+  int ret = fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints, &info);
+  fi_freeinfo(hints);
+  return ret == 0 ? info : nullptr;
+}
+
+struct side {
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_eq* eq = nullptr;
+  fid_cq* cq = nullptr;
+  fid_ep* ep = nullptr;
+  fid_pep* pep = nullptr;
+
+  explicit side(fi_info* i) : info(i) {
+    if (!info) return;
+    EXPECT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
+    EXPECT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
+    fi_eq_attr ea{};
+    ea.wait_obj = FI_WAIT_UNSPEC;
+    EXPECT_EQ(fi_eq_open(fabric, &ea, &eq, nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    ca.wait_obj = FI_WAIT_FD;
+    EXPECT_EQ(fi_cq_open(domain, &ca, &cq, nullptr), 0);
+  }
+  ~side() {
+    for (fid* f : {ep ? &ep->fid : nullptr, pep ? &pep->fid : nullptr, cq ? &cq->fid : nullptr,
+                   eq ? &eq->fid : nullptr, domain ? &domain->fid : nullptr, fabric ? &fabric->fid : nullptr})
+      if (f) {
+        EXPECT_EQ(fi_close(f), 0);
+      }
+    fi_freeinfo(info);
+  }
+  // An endpoint from `i`, bound to this side's EQ and CQ, enabled.
+  void open_ep(fi_info* i) {
+    ASSERT_EQ(fi_endpoint(domain, i, &ep, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(ep, &eq->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(ep), 0);
+  }
+};
+
+// Reads the next event from either EQ (both sides progress), within 5 s.
+// Returns the event, or -FI_EAVAIL with *err filled, or -FI_ETIMEDOUT.
+int next_event(fid_eq* eq, fid_eq* other, std::vector<unsigned char>& buf, fi_eq_err_entry* err = nullptr) {
+  buf.assign(sizeof(fi_eq_cm_entry) + 512, 0);
+  auto start = clock_type::now();
+  while (clock_type::now() - start < std::chrono::seconds(5)) {
+    uint32_t event = 0;
+    ssize_t n = fi_eq_read(eq, &event, buf.data(), buf.size(), 0);
+    if (n >= 0) {
+      buf.resize(static_cast<size_t>(n));
+      return static_cast<int>(event);
+    }
+    if (n == -FI_EAVAIL) {
+      fi_eq_err_entry e{};
+      EXPECT_GT(fi_eq_readerr(eq, &e, 0), 0);
+      if (err) *err = e;
+      return -FI_EAVAIL;
+    }
+    if (other) {
+      uint32_t ev2;
+      std::vector<unsigned char> scratch(sizeof(fi_eq_cm_entry) + 512);
+      (void)fi_eq_read(other, &ev2, scratch.data(), scratch.size(), FI_PEEK);
+    }
+  }
+  return -FI_ETIMEDOUT;
+}
+
+sockaddr_in name_of(fid_t f) {
+  sockaddr_in a{};
+  size_t len = sizeof a;
+  EXPECT_EQ(fi_getname(f, &a, &len), 0);
+  EXPECT_EQ(len, sizeof a);
+  return a;
+}
+
+TEST(TcpCm, ConnectAcceptDataShutdown) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG, "127.0.0.1", nullptr, FI_SOURCE));
+  ASSERT_NE(srv.info, nullptr);
+  ASSERT_NE(cli.info, nullptr);
+  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
+  EXPECT_EQ(fi_listen(srv.pep), -FI_ENOEQ);  // no EQ bound yet
+  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+  ASSERT_EQ(fi_listen(srv.pep), 0);
+  sockaddr_in listen_at = name_of(&srv.pep->fid);
+  EXPECT_NE(listen_at.sin_port, 0) << "an ephemeral port, told by fi_getname";
+  size_t opt = 0, optlen = sizeof opt;
+  cli.open_ep(cli.info);
+  ASSERT_EQ(fi_getopt(&cli.ep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &opt, &optlen), 0);
+  EXPECT_EQ(opt, 256u);
+  const char hello[] = "connect-data";
+  ASSERT_EQ(fi_connect(cli.ep, &listen_at, hello, sizeof hello), 0);
+  EXPECT_EQ(fi_connect(cli.ep, &listen_at, nullptr, 0), -FI_EISCONN);
+  // FI_CONNREQ with an fi_info whose handle is the request, and the data.
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+  auto* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data());
+  ASSERT_EQ(ev.size(), sizeof(fi_eq_cm_entry) + sizeof hello);
+  EXPECT_EQ(req->fid, &srv.pep->fid);
+  ASSERT_NE(req->info, nullptr);
+  ASSERT_NE(req->info->handle, nullptr);
+  EXPECT_EQ(memcmp(req->data, hello, sizeof hello), 0);
+  fi_info* accept_info = req->info;
+  side acc(fi_dupinfo(srv.info));
+  acc.open_ep(accept_info);
+  const char welcome[] = "accept-data";
+  ASSERT_EQ(fi_accept(acc.ep, welcome, sizeof welcome), 0);
+  fi_freeinfo(accept_info);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(ev.size(), sizeof(fi_eq_cm_entry) + sizeof welcome);
+  EXPECT_EQ(memcmp(reinterpret_cast<fi_eq_cm_entry*>(ev.data())->data, welcome, sizeof welcome), 0);
+  // Names: the client's peer is the acceptor's local address, and back.
+  sockaddr_in peer{}, local{};
+  size_t len = sizeof peer;
+  ASSERT_EQ(fi_getpeer(cli.ep, &peer, &len), 0);
+  EXPECT_EQ(peer.sin_port, listen_at.sin_port);
+  local = name_of(&cli.ep->fid);
+  len = sizeof peer;
+  ASSERT_EQ(fi_getpeer(acc.ep, &peer, &len), 0);
+  EXPECT_EQ(peer.sin_port, local.sin_port);
+  // Data both ways over the connection.
+  char in[32] = {}, out[] = "over msg";
+  ASSERT_EQ(fi_recv(acc.ep, in, sizeof in, nullptr, 0, in), 0);
+  ASSERT_EQ(fi_send(cli.ep, out, sizeof out, nullptr, 0, out), 0);
+  fi_cq_tagged_entry ce;
+  auto wait_cq = [&](fid_cq* cq) {
+    for (int i = 0; i < 2000000; ++i)
+      if (fi_cq_read(cq, &ce, 1) == 1) return true;
+    return false;
+  };
+  ASSERT_TRUE(wait_cq(acc.cq));
+  EXPECT_STREQ(in, "over msg");
+  ASSERT_TRUE(wait_cq(cli.cq));
+  // An orderly shutdown: FI_SHUTDOWN on the peer.
+  ASSERT_EQ(fi_shutdown(cli.ep, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_SHUTDOWN));
+  EXPECT_EQ(reinterpret_cast<fi_eq_cm_entry*>(ev.data())->fid, &acc.ep->fid);
+  EXPECT_EQ(fi_send(cli.ep, out, sizeof out, nullptr, 0, out), -FI_ENOTCONN);
+}
+
+TEST(TcpCm, RejectCarriesItsData) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
+  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
+  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+  ASSERT_EQ(fi_listen(srv.pep), 0);
+  sockaddr_in at = name_of(&srv.pep->fid);
+  cli.open_ep(cli.info);
+  ASSERT_EQ(fi_connect(cli.ep, &at, "x", 1), 0);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+  auto* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data());
+  const char no[] = "go away";
+  EXPECT_EQ(fi_reject(srv.pep, nullptr, no, sizeof no), -FI_EINVAL);
+  ASSERT_EQ(fi_reject(srv.pep, req->info->handle, no, sizeof no), 0);
+  fi_freeinfo(req->info);
+  fi_eq_err_entry err{};
+  ASSERT_EQ(next_event(cli.eq, srv.eq, ev, &err), -FI_EAVAIL);
+  EXPECT_EQ(err.err, FI_ECONNREFUSED);
+  EXPECT_EQ(err.fid, &cli.ep->fid);
+  ASSERT_EQ(err.err_data_size, sizeof no);
+  EXPECT_EQ(memcmp(err.err_data, no, sizeof no), 0);
+}
+
+TEST(TcpCm, ConnectWhereNobodyListensIsAnErrorEvent) {
+  side cli(tcp_info(FI_EP_MSG));
+  cli.open_ep(cli.info);
+  // A port just released: nobody listens there.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &al), 0);
+  close(fd);
+  ASSERT_EQ(fi_connect(cli.ep, &a, nullptr, 0), 0);
+  std::vector<unsigned char> ev;
+  fi_eq_err_entry err{};
+  auto t0 = clock_type::now();
+  ASSERT_EQ(next_event(cli.eq, nullptr, ev, &err), -FI_EAVAIL);
+  EXPECT_EQ(err.err, FI_ECONNREFUSED);
+  EXPECT_LT(clock_type::now() - t0, std::chrono::seconds(2)) << "an error event, never a hang";
+}
+
+TEST(TcpCm, BadArguments) {
+  side cli(tcp_info(FI_EP_MSG));
+  ASSERT_EQ(fi_endpoint(cli.domain, cli.info, &cli.ep, nullptr), 0);
+  sockaddr_in a{};
+  EXPECT_EQ(fi_connect(cli.ep, &a, nullptr, 0), -FI_EOPBADSTATE);  // not enabled
+  ASSERT_EQ(fi_ep_bind(cli.ep, &cli.eq->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(cli.ep, &cli.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(cli.ep), 0);
+  std::vector<char> big(300);
+  EXPECT_EQ(fi_connect(cli.ep, nullptr, nullptr, 0), -FI_EINVAL);
+  EXPECT_EQ(fi_connect(cli.ep, &a, big.data(), big.size()), -FI_EINVAL);  // over FI_OPT_CM_DATA_SIZE
+  EXPECT_EQ(fi_accept(cli.ep, nullptr, 0), -FI_EINVAL);                   // nothing to accept
+  EXPECT_EQ(fi_shutdown(cli.ep, 0), -FI_ENOTCONN);
+  size_t len = sizeof a;
+  EXPECT_EQ(fi_getpeer(cli.ep, &a, &len), -FI_ENOTCONN);
+  char b[8];
+  EXPECT_EQ(fi_send(cli.ep, b, sizeof b, nullptr, 0, nullptr), -FI_ENOTCONN);
+}
+
+// auth_key is a shared secret: a peer without it is refused when it connects.
+TEST(TcpAuth, PeerWithoutTheKeyIsRefused) {
+  for (const char* client_key : {"secret", "wrong", ""}) {
+    SCOPED_TRACE(client_key);
+    side srv(tcp_info(FI_EP_MSG, "127.0.0.1", nullptr, FI_SOURCE, "secret"));
+    side cli(tcp_info(FI_EP_MSG, "127.0.0.1", nullptr, FI_SOURCE, client_key));
+    ASSERT_NE(srv.info, nullptr);
+    ASSERT_EQ(srv.info->domain_attr->auth_key_size, 6u);
+    ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
+    ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+    ASSERT_EQ(fi_listen(srv.pep), 0);
+    sockaddr_in at = name_of(&srv.pep->fid);
+    cli.open_ep(cli.info);
+    ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+    std::vector<unsigned char> ev;
+    fi_eq_err_entry err{};
+    if (!strcmp(client_key, "secret")) {
+      ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+      fi_freeinfo(reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info);
+    } else {
+      // The listener never hears of it; the connector gets an error event.
+      ASSERT_EQ(next_event(cli.eq, srv.eq, ev, &err), -FI_EAVAIL);
+      EXPECT_NE(err.err, 0);
+      uint32_t event;
+      std::vector<unsigned char> buf(256);
+      EXPECT_EQ(fi_eq_read(srv.eq, &event, buf.data(), buf.size(), 0), -FI_EAGAIN);
+    }
+  }
+}
+
+// An RDM endpoint whose listener gets garbage, a truncated handshake and an
+// oversized length from raw sockets keeps serving a proper peer.
+TEST(TcpHostile, RawGarbageThenAProperPeer) {
+  side a(tcp_info(FI_EP_RDM)), b(tcp_info(FI_EP_RDM));
+  fid_av *av_a = nullptr, *av_b = nullptr;
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  ASSERT_EQ(fi_av_open(a.domain, &aa, &av_a, nullptr), 0);
+  ASSERT_EQ(fi_av_open(b.domain, &aa, &av_b, nullptr), 0);
+  for (auto [s, av] : {std::pair{&a, av_a}, std::pair{&b, av_b}}) {
+    ASSERT_EQ(fi_endpoint(s->domain, s->info, &s->ep, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(s->ep, &av->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(s->ep), 0);
+  }
+  sockaddr_in at = name_of(&a.ep->fid);
+  fi_cq_tagged_entry ce;
+  auto attack = [&](const void* bytes, size_t n) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+    EXPECT_EQ(send(fd, bytes, n, MSG_NOSIGNAL), static_cast<ssize_t>(n));
+    for (int i = 0; i < 2000; ++i) fi_cq_read(a.cq, &ce, 0);  // a progresses meanwhile
+    close(fd);
+  };
+  std::vector<unsigned char> garbage(4096);
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<unsigned char>(i * 37 + 11);
+  attack(garbage.data(), garbage.size());
+  const unsigned char truncated[] = {'w', 'e', 'f', 't', '-', 't', 'c', 'p', 1, 0, 1};
+  attack(truncated, sizeof truncated);
+  unsigned char oversized[16] = {'w', 'e', 'f', 't', '-', 't', 'c', 'p', 1, 0, 1, 0, 0xff, 0xff, 0xff, 0x7f};
+  attack(oversized, sizeof oversized);
+  // A proper peer is still served.
+  fi_addr_t to_a, to_b;
+  sockaddr_in bname = name_of(&b.ep->fid);
+  ASSERT_EQ(fi_av_insert(av_b, &at, 1, &to_a, 0, nullptr), 1);
+  ASSERT_EQ(fi_av_insert(av_a, &bname, 1, &to_b, 0, nullptr), 1);
+  uint64_t in = 0, out = 0x1122334455667788ULL;
+  ASSERT_EQ(fi_trecv(a.ep, &in, sizeof in, nullptr, FI_ADDR_UNSPEC, 9, 0, nullptr), 0);
+  ASSERT_EQ(fi_tsend(b.ep, &out, sizeof out, nullptr, to_a, 9, nullptr), 0);
+  bool got_a = false, got_b = false;
+  for (int i = 0; i < 5000000 && !(got_a && got_b); ++i) {
+    if (fi_cq_read(a.cq, &ce, 1) == 1) got_a = true;
+    if (fi_cq_read(b.cq, &ce, 1) == 1) got_b = true;
+  }
+  EXPECT_TRUE(got_a && got_b);
+  EXPECT_EQ(in, out);
+  for (side* s : {&a, &b}) {
+    EXPECT_EQ(fi_close(&s->ep->fid), 0);
+    s->ep = nullptr;
+  }
+  EXPECT_EQ(fi_close(&av_a->fid), 0);
+  EXPECT_EQ(fi_close(&av_b->fid), 0);
+}
+
+// The CQ's FD wait object sleeps in poll(2) until data arrives on a socket.
+TEST(TcpWait, CqFdWakesOnArrival) {
+  side a(tcp_info(FI_EP_RDM)), b(tcp_info(FI_EP_RDM));
+  fid_av *av_a = nullptr, *av_b = nullptr;
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  ASSERT_EQ(fi_av_open(a.domain, &aa, &av_a, nullptr), 0);
+  ASSERT_EQ(fi_av_open(b.domain, &aa, &av_b, nullptr), 0);
+  for (auto [s, av] : {std::pair{&a, av_a}, std::pair{&b, av_b}}) {
+    ASSERT_EQ(fi_endpoint(s->domain, s->info, &s->ep, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(s->ep, &av->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(s->ep), 0);
+  }
+  sockaddr_in at = name_of(&a.ep->fid);
+  fi_addr_t to_a;
+  ASSERT_EQ(fi_av_insert(av_b, &at, 1, &to_a, 0, nullptr), 1);
+  int fd = -1;
+  ASSERT_EQ(fi_control(&a.cq->fid, FI_GETWAIT, &fd), 0);
+  ASSERT_GE(fd, 0);
+  uint64_t in = 0, out = 42;
+  ASSERT_EQ(fi_trecv(a.ep, &in, sizeof in, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), 0);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    fi_cq_tagged_entry ce;
+    ASSERT_EQ(fi_tsend(b.ep, &out, sizeof out, nullptr, to_a, 1, nullptr), 0);
+    for (int i = 0; i < 2000000; ++i)
+      if (fi_cq_read(b.cq, &ce, 1) == 1) break;
+  });
+  fi_cq_tagged_entry ce;
+  bool got = false;
+  auto t0 = clock_type::now();
+  while (!got && clock_type::now() - t0 < std::chrono::seconds(5)) {
+    fid* fids[] = {&a.cq->fid};
+    if (fi_trywait(a.fabric, fids, 1) == 0) {
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, 1000);  // sleeps until the socket (or the CQ) wakes it
+    }
+    got = fi_cq_read(a.cq, &ce, 1) == 1;
+  }
+  sender.join();
+  EXPECT_TRUE(got);
+  EXPECT_EQ(in, out);
+  // fi_cq_sread sleeps too, and returns with the entry.
+  ASSERT_EQ(fi_trecv(a.ep, &in, sizeof in, nullptr, FI_ADDR_UNSPEC, 2, 0, nullptr), 0);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    uint64_t v = 7;
+    fi_cq_tagged_entry e2;
+    ASSERT_EQ(fi_tsend(b.ep, &v, sizeof v, nullptr, to_a, 2, nullptr), 0);
+    for (int i = 0; i < 2000000; ++i)
+      if (fi_cq_read(b.cq, &e2, 1) == 1) break;
+  });
+  EXPECT_EQ(fi_cq_sread(a.cq, &ce, 1, nullptr, 5000), 1);
+  late.join();
+  EXPECT_EQ(in, 7u);
+  for (side* s : {&a, &b}) {
+    EXPECT_EQ(fi_close(&s->ep->fid), 0);
+    s->ep = nullptr;
+  }
+  EXPECT_EQ(fi_close(&av_a->fid), 0);
+  EXPECT_EQ(fi_close(&av_b->fid), 0);
+}
+
+}  // namespace
