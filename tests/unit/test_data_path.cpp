@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -640,6 +641,43 @@ TEST_P(data_path, KilledPeer) {
     ret = fi_send(p.ep, big.data(), 8, nullptr, p.addr[1], nullptr);
     if (ret == 0) {
       EXPECT_EQ(p.wait_cq(&ce, &err, 5000), -FI_EAVAIL);
+    }
+  });
+}
+
+// A peer killed in the middle of a 64 MiB transfer: the survivor's send
+// ends within 5 s — in an error entry, or in success when the data got there
+// first (shm's receiver pulls it all in its first progress calls) — and it
+// goes on serving another peer.
+TEST_P(data_path, KilledDuringLargeTransferOthersStillServed) {
+  mp_run(3, [](mp_peer& p) {
+    constexpr size_t big = size_t{64} << 20;
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    if (p.rank == 1) {
+      std::vector<unsigned char> in(big);
+      ASSERT_EQ(fi_recv(p.ep, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+      p.barrier();
+      for (int i = 0; i < 200; ++i) fi_cq_read(p.cq, &ce, 0);  // the transfer starts
+      _exit(0);                                                 // and dies with it
+    }
+    if (p.rank == 0) {
+      std::vector<unsigned char> out(big, 0x5a);
+      ASSERT_EQ(fi_send(p.ep, out.data(), out.size(), nullptr, p.addr[1], nullptr), 0);
+      p.barrier();
+      auto t0 = std::chrono::steady_clock::now();
+      const int ret = p.wait_cq(&ce, &err, 10000);
+      ASSERT_TRUE(ret == -FI_EAVAIL || ret == 1) << "the send to the dead peer must end: " << ret;
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+      uint64_t v = 99;
+      ASSERT_EQ(fi_tsend(p.ep, &v, sizeof v, nullptr, p.addr[2], 5, nullptr), 0);
+      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+    } else {
+      p.barrier();
+      uint64_t v = 0;
+      ASSERT_EQ(fi_trecv(p.ep, &v, sizeof v, nullptr, FI_ADDR_UNSPEC, 5, 0, nullptr), 0);
+      ASSERT_EQ(p.wait_cq(&ce, &err, 20000), 1);
+      EXPECT_EQ(v, 99u);
     }
   });
 }

@@ -15,6 +15,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -395,6 +396,97 @@ TEST(TcpWait, CqFdWakesOnArrival) {
   }
   EXPECT_EQ(fi_close(&av_a->fid), 0);
   EXPECT_EQ(fi_close(&av_b->fid), 0);
+}
+
+}  // namespace
+
+namespace {
+
+// 1,024 peers on one RDM endpoint: each opens its connection on first use,
+// descriptors are raised towards the hard limit as needed, every message
+// arrives with its source.
+TEST(TcpScale, ThousandPeersOnOneEndpoint) {
+  constexpr int n = 1024;
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < 6 * n + 200)
+    GTEST_SKIP() << "hard RLIMIT_NOFILE " << lim.rlim_max << " is too low for " << n << " peers";
+  side rx(tcp_info(FI_EP_RDM)), tx(tcp_info(FI_EP_RDM));
+  fi_av_attr aa{};
+  aa.type = FI_AV_TABLE;
+  fid_av *rx_av = nullptr, *tx_av = nullptr;
+  ASSERT_EQ(fi_av_open(rx.domain, &aa, &rx_av, nullptr), 0);
+  ASSERT_EQ(fi_av_open(tx.domain, &aa, &tx_av, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(rx.domain, rx.info, &rx.ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(rx.ep, &rx_av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(rx.ep, &rx.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(rx.ep), 0);
+  sockaddr_in at = name_of(&rx.ep->fid);
+  fi_addr_t to_rx;
+  ASSERT_EQ(fi_av_insert(tx_av, &at, 1, &to_rx, 0, nullptr), 1);
+  std::vector<fid_ep*> senders(n, nullptr);
+  std::vector<fid_cq*> cqs(n, nullptr);
+  std::vector<sockaddr_in> names(n);
+  for (int i = 0; i < n; ++i) {
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_CONTEXT;
+    ASSERT_EQ(fi_cq_open(tx.domain, &ca, &cqs[i], nullptr), 0) << i;
+    ASSERT_EQ(fi_endpoint(tx.domain, tx.info, &senders[i], nullptr), 0) << i;
+    ASSERT_EQ(fi_ep_bind(senders[i], &tx_av->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(senders[i], &cqs[i]->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(senders[i]), 0) << i;
+    names[i] = name_of(&senders[i]->fid);
+  }
+  std::vector<fi_addr_t> src(n);
+  ASSERT_EQ(fi_av_insert(rx_av, names.data(), n, src.data(), 0, nullptr), n);
+  std::vector<uint64_t> in(n, ~0ULL), out(n);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(fi_trecv(rx.ep, &in[i], sizeof(uint64_t), nullptr, FI_ADDR_UNSPEC, static_cast<uint64_t>(i), 0,
+                       &in[i]),
+              0);
+  for (int i = 0; i < n; ++i) {
+    out[i] = 1000000 + i;
+    ASSERT_EQ(fi_tsend(senders[i], &out[i], sizeof(uint64_t), nullptr, to_rx, static_cast<uint64_t>(i), nullptr),
+              0)
+        << i;
+  }
+  int got = 0, sent = 0;
+  std::vector<bool> done(n, false);
+  auto t0 = clock_type::now();
+  while ((got < n || sent < n) && clock_type::now() - t0 < std::chrono::seconds(60)) {
+    fi_cq_tagged_entry ce;
+    fi_addr_t from;
+    while (fi_cq_readfrom(rx.cq, &ce, 1, &from) == 1) {
+      const int i = static_cast<int>(ce.tag);
+      EXPECT_EQ(from, src[i]) << "the sender's AV index, though it opened the connection";
+      ++got;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      fi_cq_entry e;
+      ssize_t r = fi_cq_read(cqs[i], &e, 1);
+      if (r == 1) {
+        done[i] = true;
+        ++sent;
+      } else if (r == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        fi_cq_readerr(cqs[i], &err, 0);
+        ADD_FAILURE() << "sender " << i << ": " << fi_strerror(err.err);
+        done[i] = true;
+      }
+    }
+  }
+  EXPECT_EQ(got, n);
+  EXPECT_EQ(sent, n);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(in[i], 1000000u + i) << i;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(fi_close(&senders[i]->fid), 0);
+    EXPECT_EQ(fi_close(&cqs[i]->fid), 0);
+  }
+  EXPECT_EQ(fi_close(&rx.ep->fid), 0);
+  rx.ep = nullptr;
+  EXPECT_EQ(fi_close(&rx_av->fid), 0);
+  EXPECT_EQ(fi_close(&tx_av->fid), 0);
 }
 
 }  // namespace
