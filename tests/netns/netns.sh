@@ -9,10 +9,14 @@
 #
 #   -n HOSTS    2 (default) or 3
 #   --delay D   tc netem delay on every host's eth0, e.g. 2ms
-#   --loss P    tc netem loss on every host's eth0, e.g. 1%
+#   --loss P    tc netem loss on every host's eth0, e.g. 1%. A kernel without
+#               sch_netem drops packets with an nftables rule instead (random,
+#               P percent of what each host receives); a delay then cannot be
+#               made and is left out (said on stderr, and WEFT_NS_DELAY is empty).
 #   --mtu M     interface MTU (default 1500)
 #
 # COMMAND runs in the caller's namespace with, for host i (1-based):
+#   WEFT_NS_DELAY  the delay in force ("" when none could be made)
 #   WEFT_NS_i    the namespace name (run there: ip netns exec "$WEFT_NS_i" ...)
 #   WEFT_ADDR_i  its address (10.250.0.i)
 #   WEFT_NS_HOSTS  the number of hosts
@@ -75,12 +79,20 @@ for ((i = 1; i <= hosts; i++)); do
   ip -n "$ns" link set eth0 mtu "$mtu" up
   ip -n "$ns" addr add "10.250.0.$i/24" dev eth0
   if [[ -n $delay || -n $loss ]]; then
-    ip netns exec "$ns" tc qdisc add dev eth0 root netem ${delay:+delay $delay} ${loss:+loss $loss} ||
-      skip "tc netem refused (sch_netem not available)"
+    if ! ip netns exec "$ns" tc qdisc add dev eth0 root netem ${delay:+delay $delay} ${loss:+loss $loss} 2>/dev/null; then
+      [[ -n $loss ]] && command -v nft >/dev/null || skip "tc netem refused (sch_netem not available) and no nft"
+      pct=${loss%%%}
+      ip netns exec "$ns" nft add table inet weft_loss &&
+        ip netns exec "$ns" nft add chain inet weft_loss input '{ type filter hook input priority 0; }' &&
+        ip netns exec "$ns" nft add rule inet weft_loss input iifname eth0 numgen random mod 100 "<" "$pct" drop ||
+        skip "neither tc netem nor nftables can drop packets here"
+      [[ -n $delay ]] && echo "netns.sh: no sch_netem: $loss loss by nftables, no $delay delay" >&2
+      delay=""
+    fi
   fi
   export "WEFT_NS_$i=$ns" "WEFT_ADDR_$i=10.250.0.$i"
 done
-export WEFT_NS_HOSTS=$hosts
+export WEFT_NS_HOSTS=$hosts WEFT_NS_DELAY=$delay
 
 # Wait until every link is up on both ends (no STP: bridge ports forward at once).
 for ((i = 1; i <= hosts; i++)); do

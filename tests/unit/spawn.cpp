@@ -1,6 +1,7 @@
 #include "spawn.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 
 #include "fixture.hpp"
 
@@ -97,16 +98,43 @@ const mp_mode all_modes[] = {
     {"shm_cma", "shm", nullptr, true},
     {"shm_nocma", "shm", "FI_SHM_DISABLE_CMA=1", false},
     {"tcp", "tcp", nullptr, false},
+    // Each rank on its own "host": a network namespace of tests/netns/netns.sh
+    // (offered only when that script runs the tests: WEFT_NS_1.. are set).
+    {"tcp_hosts", "tcp", "FI_TCP_IFACE=eth0", false},
 };
 const mp_mode* running = nullptr;
 }  // namespace
 
+bool is_hosts_mode(const mp_mode& m) {
+  return !strcmp(m.name, "tcp_hosts");
+}
+
 std::vector<mp_mode> mp_modes(const char* only_prov) {
   std::vector<mp_mode> out;
+  const bool hosts = getenv("WEFT_NS_1") != nullptr;
   for (const mp_mode& m : all_modes)
-    if ((!only_prov || !strcmp(m.prov, only_prov)) && offered(m.prov)) out.push_back(m);
+    if ((!only_prov || !strcmp(m.prov, only_prov)) && offered(m.prov) && is_hosts_mode(m) == hosts)
+      out.push_back(m);
   return out;
 }
+
+namespace {
+// Rank r runs on host r % hosts: its process enters that namespace.
+bool enter_host(int rank) {
+  const char* n = getenv("WEFT_NS_HOSTS");
+  const int hosts = n ? atoi(n) : 0;
+  if (hosts <= 0) return false;
+  const std::string var = "WEFT_NS_" + std::to_string(rank % hosts + 1);
+  const char* ns = getenv(var.c_str());
+  if (!ns) return false;
+  const std::string path = std::string("/var/run/netns/") + ns;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = setns(fd, CLONE_NEWNET) == 0;
+  close(fd);
+  return ok;
+}
+}  // namespace
 
 const mp_mode& current_mode() {
   return running ? *running : all_modes[0];
@@ -166,7 +194,9 @@ void mp_run(int n, const mp_body& body, const mp_options& opt) {
   mp_peer p;
   p.rank = rank;
   p.size = n;
-  bool ok = open_objects(p, opt);
+  bool ok = !is_hosts_mode(current_mode()) || enter_host(rank);
+  if (!ok) ADD_FAILURE() << "rank " << rank << " cannot enter its network namespace";
+  ok = ok && open_objects(p, opt);
   char name[name_len] = {};
   size_t len = sizeof name;
   if (ok) ok = fi_getname(&p.ep->fid, name, &len) == 0;

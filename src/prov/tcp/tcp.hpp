@@ -279,7 +279,8 @@ conn* take_connreq(fid_t handle, poller& to, conn_owner& owner) noexcept;
 void cm_connected(ep& e, conn& c) noexcept;
 void cm_closed(ep& e, conn& c, int err) noexcept;
 
-// tcp_init.cpp: addresses.
+// tcp_init.cpp: addresses, and the parameters every connection takes.
+void apply_params(conn_config& cfg);
 int default_src(const sock_addr* toward, int family, sock_addr& out) noexcept;
 
 }  // namespace weft::tcp

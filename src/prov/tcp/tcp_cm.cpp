@@ -393,6 +393,7 @@ int passive_ep_open(fabric& fab, fi_info* info, fid_pep** out, void* context) {
   cfg->limits.eager_max = eager_max;
   cfg->limits.atomic_max = atomic_max_bytes;
   cfg->credit = credit_window;
+  apply_params(*cfg);
   if (int ret = cfg->new_instance()) return ret;
   p->cfg = cfg;
   if (info->src_addr && info->src_addrlen) {

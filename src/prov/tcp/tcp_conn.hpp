@@ -54,6 +54,8 @@ struct conn_config {
   uint32_t rx_stage = 16384;        // staging buffer per connection (bytes)
   uint32_t max_pending = 256;       // listener: connections still in the handshake
   int sndbuf = 0, rcvbuf = 0;       // SO_SNDBUF / SO_RCVBUF when non-zero (tests)
+  int user_timeout_ms = 0;          // TCP_USER_TIMEOUT: unacknowledged data fails the connection
+  int keepalive_s = 0;              // keepalive idle time: a vanished idle peer is noticed
 
   // Fills self.instance with a random number. 0 or -FI_E*.
   int new_instance() noexcept;

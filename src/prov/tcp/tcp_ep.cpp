@@ -121,6 +121,7 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context) {
   cfg->limits.eager_max = eager_max;
   cfg->limits.atomic_max = atomic_max_bytes;
   cfg->credit = credit_window;
+  apply_params(*cfg);
   // Many peers may connect at once (an MPI job starting): handshakes under
   // way are bounded (a flood is cut off), but above what a job produces.
   cfg->max_pending = 4096;

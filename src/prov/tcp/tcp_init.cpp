@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "core/params.hpp"
 #include "core/prov_template.hpp"
 #include "core/provider.hpp"
 #include "prov/tcp/tcp.hpp"
@@ -51,6 +52,11 @@ int default_src(const sock_addr* toward, int family, sock_addr& out) noexcept {
   return sock_addr::parse(family == AF_INET ? "127.0.0.1" : "::1", 0, out);
 }
 
+void apply_params(conn_config& cfg) {
+  cfg.user_timeout_ms = static_cast<int>(param_int("tcp", "user_timeout_ms").value_or(10000));
+  cfg.keepalive_s = static_cast<int>(param_int("tcp", "keepalive_s").value_or(10));
+}
+
 namespace {
 
 fi_info* tcp_template(fi_ep_type type, uint32_t addr_format, uint32_t prov_version) {
@@ -82,6 +88,10 @@ constexpr provider::param tcp_params[] = {
     {"iface", FI_PARAM_STRING,
      "Interface whose address an endpoint takes when no address is given and no peer is named "
      "(default: loopback)"},
+    {"user_timeout_ms", FI_PARAM_INT,
+     "Data a peer has not acknowledged for this long fails its connection and its operations (default 10000; "
+     "0: the kernel's)"},
+    {"keepalive_s", FI_PARAM_INT, "Idle seconds before a connection's peer is probed (default 10; 0: off)"},
 };
 
 class tcp_provider final : public provider {

@@ -141,6 +141,7 @@ int poller::connect(conn_owner& owner, std::shared_ptr<const conn_config> cfg, c
   if (int rc = sock_connect(to, fd)) return rc;
   sock_nodelay(fd.get());
   sock_bufsizes(fd.get(), cfg->sndbuf, cfg->rcvbuf);
+  sock_liveness(fd.get(), cfg->user_timeout_ms, cfg->keepalive_s);
   const int raw = fd.get();
   conn* c = new (std::nothrow) conn(*this, std::move(cfg), &owner, true, std::move(fd));
   if (!c) return -FI_ENOMEM;
@@ -214,6 +215,7 @@ int poller::accept_some(listener& l) noexcept {
     }
     sock_nodelay(fd.get());
     sock_bufsizes(fd.get(), l.cfg_->sndbuf, l.cfg_->rcvbuf);
+    sock_liveness(fd.get(), l.cfg_->user_timeout_ms, l.cfg_->keepalive_s);
     const int raw = fd.get();
     conn* c = new (std::nothrow) conn(*this, l.cfg_, l.owner_, false, std::move(fd));
     if (!c) {

@@ -273,6 +273,26 @@ int sock_nodelay(int fd) noexcept {
   return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) ? fi_errno(errno) : 0;
 }
 
+int sock_liveness(int fd, int user_timeout_ms, int keepalive_s) noexcept {
+  int ret = 0;
+  if (user_timeout_ms > 0) {
+    // Data not acknowledged this long (a link down, a peer frozen) fails the
+    // connection: its operations end in error entries.
+    unsigned t = static_cast<unsigned>(user_timeout_ms);
+    if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &t, sizeof t)) ret = fi_errno(errno);
+  }
+  if (keepalive_s > 0) {
+    // An idle connection whose peer vanished is noticed too.
+    int on = 1, idle = keepalive_s, intvl = keepalive_s > 3 ? keepalive_s / 3 : 1, cnt = 3;
+    if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl) ||
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt))
+      ret = fi_errno(errno);
+  }
+  return ret;
+}
+
 int sock_bufsizes(int fd, int sndbuf, int rcvbuf) noexcept {
   if (sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf)) return fi_errno(errno);
   if (rcvbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf)) return fi_errno(errno);

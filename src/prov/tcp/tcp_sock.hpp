@@ -98,7 +98,9 @@ int open_reserve(scoped_fd& out) noexcept;
 
 int sock_error(int fd) noexcept;  // SO_ERROR as -FI_E*, 0 if none
 int sock_nodelay(int fd) noexcept;
-int sock_bufsizes(int fd, int sndbuf, int rcvbuf) noexcept;  // 0 leaves one as it is
+int sock_bufsizes(int fd, int sndbuf, int rcvbuf) noexcept;
+// TCP_USER_TIMEOUT (ms) and keepalive (s) on a connection; 0 leaves one off.
+int sock_liveness(int fd, int user_timeout_ms, int keepalive_s) noexcept;  // 0 leaves one as it is
 int sock_local(int fd, sock_addr& out) noexcept;
 int sock_remote(int fd, sock_addr& out) noexcept;
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The multi-process data-path suites over weft's tcp with every rank on its
+# own "host" (a network namespace, tests/netns/netns.sh): three hosts on a
+# clean link, then two hosts over a link that delays and drops packets
+# (tc netem), where nothing may be lost or corrupted. SKIPs (77) where
+# namespaces cannot be made.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:?build dir}
+tests=$(cd "$build/bin" && pwd)/weft_unit_tests
+[ -x "$tests" ] || { echo "SKIP: $tests not built" >&2; exit 77; }
+
+suite() {
+  # Every rank takes its namespace's eth0 address (FI_TCP_IFACE, set by the
+  # tcp_hosts mode); a link that dies fails its operations within 3 s.
+  FI_TCP_USER_TIMEOUT_MS=3000 "$tests" --gtest_filter="$1" --gtest_brief=1
+}
+export -f suite
+export tests
+
+echo "== three hosts"
+bash "$here/netns.sh" -n 3 -- bash -c "suite 'mode/*tcp_hosts*'"
+rc=$?
+((rc == 77)) && exit 77  # no namespaces here at all
+fail=$rc
+echo "== two hosts, 2 ms delay and 1% loss on every link"
+bash "$here/netns.sh" -n 2 --delay 2ms --loss 1% -- \
+  bash -c "suite 'mode/data_path.TaggedPingPongSizes/*:mode/data_path.RmaWriteReadAndProtection/*:mode/data_path.Atomics/*:mode/data_path.SendAfterSendOrder/*:mode/data_path.VectorRmaAndAtomics/*:mode/data_path.AllToAllTagged/*'"
+rc=$?
+((rc == 77)) && echo "(the lossy link could not be made here; the clean one ran)" && rc=0
+((rc)) && fail=1
+exit $fail
