@@ -12,8 +12,8 @@ tests=$(cd "$build/bin" && pwd)/weft_unit_tests
 
 suite() {
   # Every rank takes its namespace's eth0 address (FI_TCP_IFACE, set by the
-  # tcp_hosts mode); a link that dies fails its operations within 3 s.
-  FI_TCP_USER_TIMEOUT_MS=3000 "$tests" --gtest_filter="$1" --gtest_brief=1
+  # tcp_hosts mode); a link that dies fails its operations within seconds.
+  FI_TCP_USER_TIMEOUT_MS=3000 FI_TCP_KEEPALIVE_S=1 "$tests" --gtest_filter="$1" --gtest_brief=1
 }
 export -f suite
 export tests

@@ -682,6 +682,42 @@ TEST_P(data_path, KilledDuringLargeTransferOthersStillServed) {
   });
 }
 
+// A link that goes down in the middle of a transfer (only where ranks are
+// hosts joined by a network: tcp_hosts): both sides' operations end in
+// error entries within a bounded time (the script sets
+// FI_TCP_USER_TIMEOUT_MS=3000 and FI_TCP_KEEPALIVE_S=1); nothing hangs.
+TEST_P(data_path, LinkDownMidTransfer) {
+  if (strcmp(GetParam().name, "tcp_hosts")) GTEST_SKIP() << "needs ranks on hosts joined by a link";
+  mp_run(2, [](mp_peer& p) {
+    constexpr size_t big = size_t{64} << 20;
+    std::vector<unsigned char> buf(big, static_cast<unsigned char>(p.rank + 1));
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    if (p.rank == 1) {
+      ASSERT_EQ(fi_recv(p.ep, buf.data(), buf.size(), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+    }
+    p.barrier();
+    if (p.rank == 0) {
+      ASSERT_EQ(fi_send(p.ep, buf.data(), buf.size(), nullptr, p.addr[1], nullptr), 0);
+    }
+    // Both progress a while: the transfer is under way.
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(30);
+    while (std::chrono::steady_clock::now() < until) fi_cq_read(p.cq, &ce, 0);
+    if (p.rank == 1) {
+      ASSERT_EQ(system("ip link set dev eth0 down"), 0);
+    }
+    p.barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    int ret = p.wait_cq(&ce, &err, 20000);
+    EXPECT_EQ(ret, -FI_EAVAIL) << "rank " << p.rank << ": the transfer must end in an error entry";
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15)) << "rank " << p.rank;
+    p.barrier();
+    if (p.rank == 1) {
+      EXPECT_EQ(system("ip link set dev eth0 up"), 0);
+    }
+  });
+}
+
 // FI_PROGRESS_AUTO: the target never reads its CQ, yet atomics and large
 // messages addressed to it complete (its progress thread runs them).
 TEST_P(data_path, AutoProgressThread) {

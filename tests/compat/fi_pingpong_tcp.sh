@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Debian's real fi_pingpong over weft's tcp provider (LD_LIBRARY_PATH only)
+# on 127.0.0.1: RDM and MSG endpoints, msg and tagged modes, every size,
+# data checks on.
+set -euo pipefail
+build=${1:?build dir}
+command -v fi_pingpong >/dev/null || { echo "fi_pingpong missing: install libfabric-bin"; exit 1; }
+export LD_LIBRARY_PATH=$build/lib
+iters=${WEFT_PINGPONG_ITERS:-10}
+port=$((20000 + RANDOM % 20000))
+fail=0
+for ep in rdm msg; do
+  for mode in msg tagged; do
+    port=$((port + 1))
+    timeout 120 fi_pingpong -p tcp -e "$ep" -m "$mode" -I "$iters" -S all -c -B "$port" >"/tmp/ppt_srv.$$" 2>&1 &
+    srv=$!
+    sleep 0.3
+    if ! timeout 120 fi_pingpong -p tcp -e "$ep" -m "$mode" -I "$iters" -S all -c -P "$port" 127.0.0.1 \
+      >"/tmp/ppt_cli.$$" 2>&1; then
+      echo "client failed ($ep, $mode)"; cat "/tmp/ppt_cli.$$"; fail=1
+    fi
+    if ! wait "$srv"; then echo "server failed ($ep, $mode)"; cat "/tmp/ppt_srv.$$"; fail=1; fi
+    echo "== fi_pingpong -p tcp -e $ep -m $mode -S all -c: $(grep -c '^[0-9]' "/tmp/ppt_cli.$$") sizes"
+    tail -2 "/tmp/ppt_cli.$$"
+  done
+done
+rm -f "/tmp/ppt_srv.$$" "/tmp/ppt_cli.$$"
+exit $fail
