@@ -118,7 +118,9 @@ double lat(int fd, bool initiator, bool poll, long iters) {
       }
     }
   };
-  run(1000);  // warm-up
+  // Warm-up as long as the measurement: an idle machine's cores start slow
+  // (frequency, idle states), and the first program of a round paid for it.
+  run(iters);
   const double t0 = now_s();
   run(iters);
   return (now_s() - t0) / double(iters) / 2 * 1e6;  // one-way microseconds
@@ -127,8 +129,8 @@ double lat(int fd, bool initiator, bool poll, long iters) {
 double bw(int fd, bool initiator, bool poll, size_t size, long count) {
   std::vector<char> buf(size, 'x');
   char ack = 0;
-  // Warm-up: a few messages and an answer.
-  for (int i = 0; i < 8; ++i)
+  // Warm-up: a quarter of the stream and an answer.
+  for (long i = 0; i < count / 4 + 8; ++i)
     initiator ? send_all(fd, buf.data(), size, poll) : recv_all(fd, buf.data(), size, poll);
   initiator ? recv_all(fd, &ack, 1, poll) : send_all(fd, &ack, 1, poll);
   const double t0 = now_s();
