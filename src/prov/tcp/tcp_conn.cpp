@@ -511,6 +511,10 @@ bool conn::start_frame() noexcept {
 void conn::finish_frame() noexcept {
   const frame_hdr h = dec_.hdr();
   in_frame_ = false;
+  // After a large payload the next one is likely large too: read its
+  // header with a short read, so that little of its payload is copied
+  // through the stage (the rest goes straight into its buffer).
+  small_read_ = h.length >= cfg_->rx_stage / 2;
   dec_.next();
   owner_->on_payload(*this, h, landed_);
 }
@@ -580,7 +584,7 @@ int conn::read_some() noexcept {
       s_end_ = static_cast<uint32_t>(static_cast<size_t>(n) - min_sz(dest, static_cast<size_t>(n)));
     }
   } else {
-    n = ::recv(fd_.get(), stage_.get(), cap, MSG_DONTWAIT);
+    n = ::recv(fd_.get(), stage_.get(), small_read_ && cap > stage_tail ? stage_tail : cap, MSG_DONTWAIT);
     if (n > 0) s_end_ = static_cast<uint32_t>(n);
   }
   if (n > 0) [[likely]]

@@ -251,8 +251,9 @@ private:
   bool released_ = false;
   bool rx_blocked_ = false;
   bool in_frame_ = false;
-  bool shut_sent_ = false;  // our shutdown frame is written
-  bool peer_shut_ = false;  // the peer's shutdown frame arrived
+  bool shut_sent_ = false;   // our shutdown frame is written
+  bool peer_shut_ = false;   // the peer's shutdown frame arrived
+  bool small_read_ = false;  // the last frame was large: read the next header with little after it
   rx_action act_ = rx_action::discard;
   reject_reason rejected_ = reject_reason::none;
   int err_ = 0;
