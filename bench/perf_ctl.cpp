@@ -124,6 +124,11 @@ void ctl_channel::read_exact(void* p, size_t n) {
 }
 
 ctl_msg ctl_channel::recv(std::vector<uint8_t>* payload) {
+  if (held_) {
+    held_ = false;
+    if (payload) *payload = std::move(held_body_);
+    return held_msg_;
+  }
   ctl_msg m;
   read_exact(&m, sizeof m);
   if (m.len > (1u << 20)) fail("control connection: malformed message from peer");
@@ -145,6 +150,20 @@ ctl_msg ctl_channel::expect(ctl_type t, std::vector<uint8_t>* payload) {
 bool ctl_channel::readable() const {
   pollfd p{fd_, POLLIN, 0};
   return poll(&p, 1, 0) > 0;
+}
+
+void ctl_channel::hold_next() {
+  std::vector<uint8_t> body;
+  if (held_) {
+    ctl_msg first = held_msg_;
+    held_ = false;
+    ctl_msg second = recv(&body);  // throws on EOF or an error message
+    fail("control protocol error: the peer sent messages " + std::to_string(first.type) + " and " +
+         std::to_string(second.type) + " during a transfer");
+  }
+  held_msg_ = recv(&body);
+  held_body_ = std::move(body);
+  held_ = true;
 }
 
 void ctl_channel::send_error(const std::string& msg) noexcept {

@@ -57,6 +57,11 @@ public:
   ctl_msg expect(ctl_type t, std::vector<uint8_t>* payload = nullptr);
   // Non-blocking: true when a message (or EOF) is waiting.
   bool readable() const;
+  // Reads the waiting message and keeps it for the next recv(): a peer that
+  // finished its side of a phase may say so before our last completion shows
+  // (its message overtook the fabric's). Throws on EOF or an error message,
+  // and when a message is already held (the peer ran ahead by two).
+  void hold_next();
   // Best effort, never throws: tell the peer why we are about to exit.
   void send_error(const std::string& msg) noexcept;
   int fd() const { return fd_; }
@@ -66,6 +71,9 @@ private:
   void read_exact(void* p, size_t n);
   int fd_ = -1;
   double timeout_s_ = 5.0;
+  bool held_ = false;
+  ctl_msg held_msg_;
+  std::vector<uint8_t> held_body_;
 };
 
 // Listening socket on addr:port (port 0 = ephemeral). Returns fd, sets *bound.

@@ -513,10 +513,9 @@ int fabric_session::progress(bool may_block) {
 }
 
 void fabric_session::check_peer() {
-  if (ctl_.readable()) {
-    ctl_.recv();  // throws on EOF or on the peer's error message
-    fail("control protocol error: unexpected message during a transfer");
-  }
+  // EOF or the peer's error message throws; anything else waits for the
+  // phase's next expect(), which checks its type.
+  if (ctl_.readable()) ctl_.hold_next();
 }
 
 // Called on every empty poll: every 256 polls looks at the clock, every 20 ms
