@@ -2,8 +2,13 @@
 # Builds the libFuzzer target for the tcp wire decoders with Debian's clang
 # and runs it on the committed corpus, adding what it finds there.
 #   tests/fuzz/run.sh [SECONDS] [extra libFuzzer flags...]     (default 60 s)
-# Needs clang-14 and libclang-rt-14-dev (scripts/setup.sh installs them).
+# Needs clang-14 and libclang-rt-14-dev; installs them when missing (the test
+# suite only replays the corpus with the normal compiler, so CI does without).
 set -euo pipefail
+if ! command -v clang++-14 >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "install ok installed"; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang-14 libclang-rt-14-dev
+fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
 secs=${1:-60}
 shift || true
