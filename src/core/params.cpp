@@ -67,25 +67,43 @@ void param_define(const char* prov, const char* name, fi_param_type type, const 
   table().push_back(param{prov ? prov : "", name, type, help ? help : ""});
 }
 
+const char* param_raw(const char* prov, const char* name) noexcept {
+  // FI_<PROV>_<NAME> in a buffer of our own: no allocation, so parameters
+  // may be read where running out of memory must not throw.
+  char env[192];
+  size_t n = 0;
+  auto put = [&](const char* s) {
+    for (; s && *s && n + 1 < sizeof env; ++s) env[n++] = static_cast<char>(toupper(static_cast<unsigned char>(*s)));
+  };
+  put("FI_");
+  if (prov && *prov) {
+    put(prov);
+    put("_");
+  }
+  put(name);
+  env[n] = 0;
+  return getenv(env);
+}
+
 std::optional<std::string> param_str(const char* prov, const char* name) {
-  const char* v = getenv(param_env_name(prov, name).c_str());
+  const char* v = param_raw(prov, name);
   if (!v) return std::nullopt;
   return std::string(v);
 }
 
-std::optional<long long> param_int(const char* prov, const char* name) {
-  auto s = param_str(prov, name);
+std::optional<long long> param_int(const char* prov, const char* name) noexcept {
+  const char* s = param_raw(prov, name);
   if (!s) return std::nullopt;
   char* end = nullptr;
-  long long v = strtoll(s->c_str(), &end, 0);
-  if (end == s->c_str() || *end) return std::nullopt;
+  long long v = strtoll(s, &end, 0);
+  if (end == s || *end) return std::nullopt;
   return v;
 }
 
-std::optional<bool> param_bool(const char* prov, const char* name) {
-  auto s = param_str(prov, name);
+std::optional<bool> param_bool(const char* prov, const char* name) noexcept {
+  const char* s = param_raw(prov, name);
   bool b;
-  if (!s || !parse_bool(s->c_str(), &b)) return std::nullopt;
+  if (!s || !parse_bool(s, &b)) return std::nullopt;
   return b;
 }
 
@@ -137,7 +155,7 @@ WEFT_EXPORT int fi_param_get(fi_provider* provider, const char* param_name, void
       if (!p) return -FI_ENOENT;
       type = p->type;
     }
-    const char* s = getenv(weft::param_env_name(prov, param_name).c_str());
+    const char* s = weft::param_raw(prov, param_name);
     if (!s) return -FI_ENODATA;
     switch (type) {
       case FI_PARAM_STRING:

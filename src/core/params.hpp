@@ -12,9 +12,11 @@ namespace weft {
 // Declares a parameter (idempotent). prov == nullptr for core parameters.
 void param_define(const char* prov, const char* name, fi_param_type type, const char* help);
 std::string param_env_name(const char* prov, const char* name);
+// The environment's value, or nullptr; never allocates.
+const char* param_raw(const char* prov, const char* name) noexcept;
 std::optional<std::string> param_str(const char* prov, const char* name);
-std::optional<long long> param_int(const char* prov, const char* name);
-std::optional<bool> param_bool(const char* prov, const char* name);
+std::optional<long long> param_int(const char* prov, const char* name) noexcept;
+std::optional<bool> param_bool(const char* prov, const char* name) noexcept;
 
 // Declares the core's and the registered providers' parameters (once).
 void params_init();

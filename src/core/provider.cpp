@@ -50,7 +50,7 @@ std::shared_ptr<const provider::info_list> provider::templates() {
   // What the templates depend on: the values of the provider's parameters.
   std::string values;
   for (const param& p : params()) {
-    const char* v = getenv(param_env_name(name(), p.name).c_str());
+    const char* v = param_raw(name(), p.name);
     values += v ? v : "\x01";
     values += '\0';
   }

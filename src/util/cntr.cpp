@@ -190,10 +190,10 @@ void cntr_drop(fid_cntr* f) noexcept {
   of(f)->users_.drop();
 }
 
-int cntr_add_poller(fid_cntr* f, void (*fn)(void*), void* arg) noexcept {
+int cntr_add_poller(fid_cntr* f, void (*fn)(void*), void* arg, bool (*arm)(void*)) noexcept {
   if (!fn) return -FI_EINVAL;
   return guard([&]() -> int {
-    of(f)->progress.add(fn, arg);
+    of(f)->progress.add(fn, arg, arm);
     return 0;
   });
 }
@@ -217,6 +217,10 @@ bool cntr_progress(fid_cntr* f) noexcept {
   cntr* c = of(f);
   c->progress.run();
   return !c->progress.empty();
+}
+
+bool cntr_arm(fid_cntr* f) noexcept {
+  return of(f)->progress.arm();
 }
 
 waiter& cntr_waiter(fid_cntr* f) noexcept {

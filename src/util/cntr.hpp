@@ -28,7 +28,7 @@ void cntr_drop(fid_cntr* cntr) noexcept;
 
 // Progress pollers: add returns 0 or -FI_ENOMEM, del 0 or -FI_ENOENT. A
 // poller must not add or remove pollers of the counter that runs it.
-int cntr_add_poller(fid_cntr* cntr, void (*fn)(void*), void* arg) noexcept;
+int cntr_add_poller(fid_cntr* cntr, void (*fn)(void*), void* arg, bool (*arm)(void*) = nullptr) noexcept;
 int cntr_del_poller(fid_cntr* cntr, void (*fn)(void*), void* arg) noexcept;
 
 // Provider fds in the counter's FD wait object (-FI_ENOSYS when not an fd).

@@ -384,10 +384,10 @@ void cq_drop(fid_cq* f) noexcept {
   of(f)->users_.drop();
 }
 
-int cq_add_poller(fid_cq* f, void (*fn)(void*), void* arg) noexcept {
+int cq_add_poller(fid_cq* f, void (*fn)(void*), void* arg, bool (*arm)(void*)) noexcept {
   if (!fn) return -FI_EINVAL;
   return guard([&]() -> int {
-    of(f)->progress.add(fn, arg);
+    of(f)->progress.add(fn, arg, arm);
     return 0;
   });
 }
@@ -421,6 +421,10 @@ bool cq_progress(fid_cq* f) noexcept {
   cq* c = of(f);
   c->progress.run();
   return !c->progress.empty();
+}
+
+bool cq_arm(fid_cq* f) noexcept {
+  return of(f)->progress.arm();
 }
 
 waiter& cq_waiter(fid_cq* f) noexcept {

@@ -44,9 +44,10 @@ int cq_write_error(fid_cq* cq, const fi_cq_err_entry& err, fi_addr_t src = FI_AD
 void cq_take(fid_cq* cq) noexcept;
 void cq_drop(fid_cq* cq) noexcept;
 
-// Progress pollers (see above). add returns 0 or -FI_ENOMEM; del returns 0 or
+// Progress pollers (see above), with an optional arm function (see
+// progress_list in wait.hpp). add returns 0 or -FI_ENOMEM; del returns 0 or
 // -FI_ENOENT when (fn, arg) was not registered.
-int cq_add_poller(fid_cq* cq, void (*fn)(void*), void* arg) noexcept;
+int cq_add_poller(fid_cq* cq, void (*fn)(void*), void* arg, bool (*arm)(void*) = nullptr) noexcept;
 int cq_del_poller(fid_cq* cq, void (*fn)(void*), void* arg) noexcept;
 
 // Adds a provider fd (e.g. a socket, EPOLLIN) to the CQ's FD wait object so

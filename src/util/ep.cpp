@@ -2,6 +2,7 @@
 // cancel, close; completions and progress.
 #include "util/ep.hpp"
 
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -96,7 +97,7 @@ int bind_cq(endpoint& e, fid_cq* cq, uint64_t flags) {
   if (!(flags & (FI_TRANSMIT | FI_RECV))) return -FI_EINVAL;
   if (((flags & FI_TRANSMIT) && e.tx_cq) || ((flags & FI_RECV) && e.rx_cq)) return -FI_EINVAL;
   bool registered = (e.tx_cq == cq) || (e.rx_cq == cq);
-  if (!registered && cq_add_poller(cq, endpoint_poller, &e)) return -FI_ENOMEM;
+  if (!registered && cq_add_poller(cq, endpoint_poller, &e, endpoint_arm)) return -FI_ENOMEM;
   if (flags & FI_TRANSMIT) {
     e.tx_cq = cq;
     e.tx_selective = flags & FI_SELECTIVE_COMPLETION;
@@ -124,7 +125,7 @@ int bind_cntr(endpoint& e, fid_cntr* c, uint64_t flags) {
   bool registered = false;
   for (auto& m : map)
     if (*m.slot == c) registered = true;
-  if (!registered && cntr_add_poller(c, endpoint_poller, &e)) return -FI_ENOMEM;
+  if (!registered && cntr_add_poller(c, endpoint_poller, &e, endpoint_arm)) return -FI_ENOMEM;
   for (auto& m : map)
     if (flags & m.flag) {
       *m.slot = c;
@@ -396,6 +397,30 @@ void endpoint_poller(void* arg) noexcept {
   endpoint& e = *static_cast<endpoint*>(arg);
   ep_guard g(e);
   e.tops->progress(e);
+}
+
+bool endpoint_arm(void* arg) noexcept {
+  endpoint& e = *static_cast<endpoint*>(arg);
+  if (!e.tops->arm) return true;
+  ep_guard g(e);
+  return e.tops->arm(e);
+}
+
+int ep_watch_fd(endpoint& e, int fd, bool add) noexcept {
+  int taken = 0;
+  fid_cq* cqs[] = {e.tx_cq, e.rx_cq};
+  for (size_t i = 0; i < 2; ++i) {
+    if (!cqs[i] || (i == 1 && cqs[1] == cqs[0])) continue;
+    taken += (add ? cq_add_wait_fd(cqs[i], fd, EPOLLIN) : cq_del_wait_fd(cqs[i], fd)) == 0;
+  }
+  fid_cntr* cntrs[] = {e.cntr_send, e.cntr_recv, e.cntr_read, e.cntr_write, e.cntr_rread, e.cntr_rwrite};
+  for (size_t i = 0; i < 6; ++i) {
+    bool first = cntrs[i] != nullptr;
+    for (size_t j = 0; j < i && first; ++j) first = cntrs[j] != cntrs[i];
+    if (!first) continue;
+    taken += (add ? cntr_add_wait_fd(cntrs[i], fd, EPOLLIN) : cntr_del_wait_fd(cntrs[i], fd)) == 0;
+  }
+  return taken;
 }
 
 void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t) noexcept {

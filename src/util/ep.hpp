@@ -64,6 +64,11 @@ struct ep_transport {
   const rx_transport* rx;
   // FI_OPT_CM_DATA_SIZE (0: no connection management data).
   size_t cm_data_size;
+  // fi_trywait on a CQ or counter the endpoint is bound to, before the
+  // application sleeps on its fd (progress_list::arm): false while the
+  // transport has work that needs progress. Under the endpoint's lock.
+  // nullptr: nothing can arrive that the wait object would not see.
+  bool (*arm)(endpoint&) noexcept = nullptr;
 };
 
 struct endpoint {
@@ -186,6 +191,13 @@ inline bool fence_blocked(endpoint& e, uint64_t flags, Busy&& busy) noexcept {
 
 // The CQ poller / auto-progress body: the endpoint's lock, then progress.
 void endpoint_poller(void* arg) noexcept;
+// The pollers' arm function: the endpoint's lock, then ep_transport::arm.
+bool endpoint_arm(void* arg) noexcept;
+// Adds (removes) a transport fd to the FD wait objects of every CQ and
+// counter the endpoint is bound to, so that an application asleep on one
+// of them wakes when the fd becomes readable. Wait objects without an fd
+// are left alone. Returns how many wait objects took (gave up) the fd.
+int ep_watch_fd(endpoint& e, int fd, bool add) noexcept;
 
 // ------------------------------------------------------------------ scalable endpoints, shared contexts
 // A scalable endpoint: an address with several transmit and receive

@@ -217,9 +217,10 @@ int check_wait_obj(const fi_wait_obj& wait_obj, const fid_wait* wait_set) noexce
 }
 
 // ---------------------------------------------------------------- progress
-void progress_list::add(fn_t fn, void* arg) {
+void progress_list::add(fn_t fn, void* arg, arm_t arm) {
   std::lock_guard<policy_mutex> l(mtx_);
-  list_.emplace_back(fn, arg);
+  list_.push_back(entry{fn, arg, arm});
+  if (arm) ++armable_;
   update_single();
   n_.store(list_.size(), std::memory_order_release);
 }
@@ -227,7 +228,8 @@ void progress_list::add(fn_t fn, void* arg) {
 bool progress_list::remove(fn_t fn, void* arg) noexcept {
   std::lock_guard<policy_mutex> l(mtx_);
   for (auto it = list_.begin(); it != list_.end(); ++it) {
-    if (it->first == fn && it->second == arg) {
+    if (it->fn == fn && it->arg == arg) {
+      if (it->arm) --armable_;
       list_.erase(it);
       update_single();
       n_.store(list_.size(), std::memory_order_release);
@@ -240,7 +242,17 @@ bool progress_list::remove(fn_t fn, void* arg) noexcept {
 void progress_list::run_slow() noexcept {
   std::unique_lock<policy_mutex> l(mtx_, std::try_to_lock);
   if (!l.owns_lock()) return;  // another thread is driving progress right now
-  for (auto& [fn, arg] : list_) fn(arg);
+  for (auto& e : list_) e.fn(e.arg);
+}
+
+bool progress_list::arm() noexcept {
+  if (empty()) return true;
+  std::lock_guard<policy_mutex> l(mtx_);
+  bool ok = true;
+  if (armable_)
+    for (auto& e : list_)
+      if (e.arm && !e.arm(e.arg)) ok = false;
+  return ok;
 }
 
 // ---------------------------------------------------------------- wait sets
@@ -311,6 +323,17 @@ members_state scan_members(wait_set* ws, bool progress) noexcept {
     }
   }
   return st;
+}
+
+// Arms the members' pollers before the set sleeps; false when one has work.
+bool arm_members(wait_set* ws) noexcept {
+  bool ok = true;
+  std::lock_guard<std::mutex> l(ws->mtx);
+  for (fid* m : ws->members) {
+    if (m->fclass == FI_CLASS_CQ && !cq_arm(reinterpret_cast<fid_cq*>(m))) ok = false;
+    if (m->fclass == FI_CLASS_CNTR && !cntr_arm(reinterpret_cast<fid_cntr*>(m))) ok = false;
+  }
+  return ok;
 }
 
 int wait_set_wait(fid_wait* w, int timeout) noexcept {
@@ -441,7 +464,7 @@ int trywait_one(fid* f) noexcept {
         if (w.kind() != FI_WAIT_SET) w.signal();
         return -FI_EAGAIN;
       }
-      return 0;
+      return cq_arm(cq) ? 0 : -FI_EAGAIN;
     }
     case FI_CLASS_CNTR: {
       auto* c = reinterpret_cast<fid_cntr*>(f);
@@ -449,7 +472,7 @@ int trywait_one(fid* f) noexcept {
       cntr_progress(c);
       // A counter has no queue: a pending signal is its event.
       if (w.kind() != FI_WAIT_SET && w.disarm()) return -FI_EAGAIN;
-      return 0;
+      return cntr_arm(c) ? 0 : -FI_EAGAIN;
     }
     case FI_CLASS_WAIT: {
       auto* ws = from_fid<wait_set>(f);
@@ -461,7 +484,7 @@ int trywait_one(fid* f) noexcept {
         return -FI_EAGAIN;
       }
       if (was && st.counters) return -FI_EAGAIN;
-      return 0;
+      return arm_members(ws) ? 0 : -FI_EAGAIN;
     }
     default:
       return -FI_EINVAL;

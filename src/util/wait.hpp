@@ -129,12 +129,22 @@ private:
 
 // Pollers of one CQ or counter: (function, argument) pairs run by reads and
 // waits. A poller must not add or remove pollers of the list that runs it.
+//
+// A poller may come with an arm function, called by fi_trywait before the
+// application sleeps on the wait object's fd: it makes sure that
+// whatever arrives from now on wakes the wait object (its fds are in the
+// wait object's epoll set), and returns false when it still has work that
+// needs progress (then nobody may sleep). A poller without one has nothing
+// that could arrive unseen.
 class progress_list {
 public:
   using fn_t = void (*)(void*);
-  void add(fn_t fn, void* arg);              // throws std::bad_alloc
-  bool remove(fn_t fn, void* arg) noexcept;  // waits for a running pass to end
+  using arm_t = bool (*)(void*);
+  void add(fn_t fn, void* arg, arm_t arm = nullptr);  // throws std::bad_alloc
+  bool remove(fn_t fn, void* arg) noexcept;           // waits for a running pass to end
   bool empty() const noexcept { return n_.load(std::memory_order_acquire) == 0; }
+  // Arms every poller; false when one of them has work pending.
+  bool arm() noexcept;
   // Lock policy (see policy_mutex): off when the application serialises
   // every call on the object.
   void set_locking(bool on) noexcept { mtx_.set_locking(on); }
@@ -152,13 +162,19 @@ public:
 private:
   void run_slow() noexcept;
   void update_single() noexcept {
-    single_fn_ = list_.size() == 1 ? list_[0].first : nullptr;
-    single_arg_ = list_.size() == 1 ? list_[0].second : nullptr;
+    single_fn_ = list_.size() == 1 ? list_[0].fn : nullptr;
+    single_arg_ = list_.size() == 1 ? list_[0].arg : nullptr;
   }
+  struct entry {
+    fn_t fn;
+    void* arg;
+    arm_t arm;
+  };
   policy_mutex mtx_;
   fn_t single_fn_ = nullptr;
   void* single_arg_ = nullptr;
-  std::vector<std::pair<fn_t, void*>> list_;
+  std::vector<entry> list_;
+  size_t armable_ = 0;  // entries with an arm function
   std::atomic<size_t> n_{0};
 };
 
@@ -203,10 +219,13 @@ fabric* eq_fabric(fid_eq* eq) noexcept;
 bool cq_has_events(fid_cq* cq) noexcept;
 // Runs the CQ's pollers; returns whether it has any.
 bool cq_progress(fid_cq* cq) noexcept;
+// Arms the CQ's pollers before a sleep (progress_list::arm).
+bool cq_arm(fid_cq* cq) noexcept;
 waiter& cq_waiter(fid_cq* cq) noexcept;
 domain* cq_domain(fid_cq* cq) noexcept;
 
 bool cntr_progress(fid_cntr* cntr) noexcept;
+bool cntr_arm(fid_cntr* cntr) noexcept;
 waiter& cntr_waiter(fid_cntr* cntr) noexcept;
 domain* cntr_domain(fid_cntr* cntr) noexcept;
 // True when the counter's success or error value changed since the last

@@ -51,6 +51,7 @@ bool open_objects(mp_peer& p, const mp_options& opt) {
   if (fi_av_open(p.domain, &av_attr, &p.av, nullptr)) return false;
   fi_cq_attr cq_attr{};
   cq_attr.format = opt.cq_format;
+  cq_attr.wait_obj = opt.cq_wait;
   cq_attr.size = 4096;
   if (fi_cq_open(p.domain, &cq_attr, &p.cq, nullptr)) return false;
   if (fi_endpoint(p.domain, p.info, &p.ep, nullptr)) return false;

@@ -59,6 +59,7 @@ struct mp_options {
   fi_progress progress = FI_PROGRESS_MANUAL;
   fi_threading threading = FI_THREAD_SAFE;
   fi_cq_format cq_format = FI_CQ_FORMAT_TAGGED;
+  fi_wait_obj cq_wait = FI_WAIT_NONE;
   uint64_t tx_flags_bind = FI_TRANSMIT;
   uint64_t rx_flags_bind = FI_RECV;
   bool counters = false;

@@ -5,6 +5,7 @@
 // reader, RMA to requested keys on unaligned buffers in every mr_mode, and a
 // node that is not this host.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -454,6 +455,127 @@ TEST_P(conformance, RmaToRequestedKeysUnalignedEveryMrMode) {
         },
         opt);
   }
+}
+
+// ---------------------------------------------------------------- sleeping on the CQ's fd
+// What an event loop does: fi_trywait, then poll(2) on the CQ's fd, then
+// read. Returns fi_cq_read's 1 or error, or -FI_ETIMEDOUT; counts the polls
+// that slept and the longest.
+struct fd_waits {
+  int sleeps = 0;
+  int longest_ms = 0;
+};
+int read_sleeping(mp_peer& p, int fd, fi_cq_tagged_entry* ce, int budget_ms, fd_waits* w) {
+  auto t0 = clock_type::now();
+  for (;;) {
+    ssize_t n = fi_cq_read(p.cq, ce, 1);
+    if (n != -FI_EAGAIN) return static_cast<int>(n);
+    int left = budget_ms - ms_since(t0);
+    if (left <= 0) return -FI_ETIMEDOUT;
+    fid* f = &p.cq->fid;
+    if (fi_trywait(p.fabric, &f, 1) == 0) {
+      pollfd pfd{fd, POLLIN, 0};
+      auto s0 = clock_type::now();
+      poll(&pfd, 1, left);
+      ++w->sleeps;
+      w->longest_ms = std::max(w->longest_ms, ms_since(s0));
+    }
+  }
+}
+
+// A message from another process wakes a receiver asleep on its CQ's fd:
+// sizes that travel inline, eager and by rendezvous (the sender sleeps on
+// its fd for the rendezvous' completion too). The fd then goes quiet again.
+TEST_P(conformance, FdWaitWakesOnRemoteArrival) {
+  mp_options opt;
+  opt.cq_wait = FI_WAIT_FD;
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        int fd = -1;
+        ASSERT_EQ(fi_control(&p.cq->fid, FI_GETWAIT, &fd), 0);
+        ASSERT_GE(fd, 0);
+        fi_cq_tagged_entry ce;
+        for (size_t size : {size_t{8}, size_t{3000}, size_t{64 << 10}, size_t{1 << 20}}) {
+          std::vector<unsigned char> out(size), in(size, 0);
+          weft_test::fill(out, static_cast<unsigned>(size));
+          fd_waits w;
+          if (p.rank == 0) {
+            ASSERT_EQ(fi_trecv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, size, 0, nullptr), 0);
+            // Asleep before the peer sends: nothing has arrived yet.
+            fid* f = &p.cq->fid;
+            int r;
+            auto t0 = clock_type::now();
+            while ((r = fi_trywait(p.fabric, &f, 1)) == -FI_EAGAIN && ms_since(t0) < 5000)
+              (void)fi_cq_read(p.cq, &ce, 0);
+            ASSERT_EQ(r, 0) << size;
+            p.barrier();  // the peer sends 50 ms after this
+            pollfd pfd{fd, POLLIN, 0};
+            auto s0 = clock_type::now();
+            ASSERT_EQ(poll(&pfd, 1, 10000), 1) << "no wake-up for a " << size << " B message";
+            EXPECT_LT(ms_since(s0), 5000) << size;
+            ASSERT_EQ(read_sleeping(p, fd, &ce, 10000, &w), 1) << size;
+            EXPECT_EQ(ce.len, size);
+            EXPECT_TRUE(in == out) << "data differ at " << size << " B";
+            // Quiet again: some poll sleeps its whole 100 ms within a second.
+            bool quiet = false;
+            for (int i = 0; i < 10 && !quiet; ++i) {
+              ASSERT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
+              if (fi_trywait(p.fabric, &f, 1) != 0) continue;
+              pollfd q{fd, POLLIN, 0};
+              quiet = poll(&q, 1, 100) == 0;
+            }
+            EXPECT_TRUE(quiet) << "the CQ's fd stays readable with nothing to read (" << size << " B)";
+          } else {
+            p.barrier();
+            usleep(50 * 1000);
+            ASSERT_EQ(fi_tsend(p.ep, out.data(), size, nullptr, p.addr[0], size, nullptr), 0);
+            ASSERT_EQ(read_sleeping(p, fd, &ce, 10000, &w), 1) << size;
+          }
+          p.barrier();
+        }
+      },
+      opt);
+}
+
+// A peer that dies while a sleeper waits on it: the sleeper wakes and reads
+// an error within seconds (nothing from the peer ever rings it).
+TEST_P(conformance, FdWaitSeesAPeerDie) {
+  mp_options opt;
+  opt.cq_wait = FI_WAIT_FD;
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        int fd = -1;
+        ASSERT_EQ(fi_control(&p.cq->fid, FI_GETWAIT, &fd), 0);
+        constexpr size_t size = 4 << 20;  // never eager: completes when the peer took it
+        std::vector<unsigned char> out(size, 7);
+        if (p.rank == 1) {
+          p.barrier();
+          p.barrier();
+          usleep(300 * 1000);  // the peer is asleep by now
+          _exit(0);            // posts no receive, dies holding the message
+        }
+        ASSERT_EQ(fi_tsend(p.ep, out.data(), size, nullptr, p.addr[1], 1, nullptr), 0);
+        p.barrier();  // the peer has the message's first part (or the rendezvous)
+        fi_cq_tagged_entry ce;
+        fd_waits w;
+        p.barrier();
+        auto t0 = clock_type::now();
+        int r = read_sleeping(p, fd, &ce, 20000, &w);
+        EXPECT_EQ(r, -FI_EAVAIL) << "the send to a dead peer did not fail";
+        EXPECT_LT(ms_since(t0), 15000);
+        // Without CMA the message streams through the peer's queue, which
+        // fills: fi_trywait then says busy until the peer is found dead.
+        if (strcmp(weft_test::current_mode().name, "shm_nocma") != 0) {
+          EXPECT_GE(w.sleeps, 1);
+        }
+        if (r == -FI_EAVAIL) {
+          fi_cq_err_entry e{};
+          EXPECT_EQ(fi_cq_readerr(p.cq, &e, 0), 1);
+        }
+      },
+      opt);
 }
 
 WEFT_MP_SUITE(conformance);

@@ -93,6 +93,14 @@ private:
   int fd_ = -1;
 };
 
+// An endpoint's bell: a datagram socket bound to "weftbell_<uid>_<name>"
+// (abstract, non-blocking), in the FD wait objects of its CQs and counters.
+// A sender that finds the owner asleep (queue_ctl::sleeping) sends it a
+// byte (ring_bell), which wakes an application polling such an fd. Returns
+// the socket, or -1.
+int bell_open(const std::string& name) noexcept;
+void bell_drain(int fd) noexcept;
+
 // Accessors of an endpoint region.
 struct region_view {
   unsigned char* base = nullptr;
@@ -133,7 +141,10 @@ inline cell* queue_claim(region_view r) noexcept {
     uint64_t seq = c->h.seq.load(std::memory_order_acquire);
     int64_t diff = static_cast<int64_t>(seq - pos);
     if (diff == 0) {
-      if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) [[likely]] {
+      // seq_cst (the same locked instruction on x86): ordered before the
+      // load of `sleeping` in queue_commit, against the owner's arm().
+      if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
+          [[likely]] {
         c->h.producer = self_pid();
         return c;
       }
@@ -167,11 +178,16 @@ inline void copy_small(void* dst, const void* src, size_t n) noexcept {
   }
 }
 
+// Wakes the owner of region r, asleep on its wait object's fd (cold).
+void ring_bell(region_view r) noexcept;
+
 // Publishes a claimed cell to the consumer.
 inline void queue_commit(region_view r, cell* c) noexcept {
   // The sequence still holds the producer index the cell was claimed at.
   uint64_t pos = c->h.seq.load(std::memory_order_relaxed);
   c->h.seq.store(pos + 1, std::memory_order_release);
+  if (r.ctl()->sleeping.load(std::memory_order_seq_cst) == asleep) [[unlikely]]
+    ring_bell(r);
 #if defined(__x86_64__)
   // Ask for the next cell's header line in exclusive state now, while the
   // consumer is busy with this one: the next send then writes a line it
@@ -394,12 +410,23 @@ struct ep : endpoint {
   // the next one: the release stores then never sit in front of the locked
   // instruction of a send the application makes in between.
   uint32_t unreleased = 0;
+  // Sleeping on an FD wait object (fi_trywait): the bell peers ring, and a
+  // timer that wakes a sleeper now and then to look for peers that died
+  // while it waits on them. -1 when no wait object has an fd.
+  int bell = -1;
+  int timer = -1;
+  bool armed = false;  // queue_ctl::sleeping set since the last progress
 
   ep() {
     for (auto& s : src_cache) s = FI_ADDR_NOTAVAIL;
   }
   static ep& of(endpoint& e) noexcept { return static_cast<ep&>(e); }
 };
+
+// fi_trywait's arm (see queue_ctl::sleeping) and its undoing at the start
+// of the next progress.
+bool arm(ep& e) noexcept;
+void unarm(ep& e) noexcept;
 
 // Opens an endpoint object of any role (not enabled); throws.
 std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_role role, std::string name);

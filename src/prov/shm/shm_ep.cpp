@@ -7,6 +7,7 @@
 // receive context k at "N#rk" and transmit context k at "N#tk".
 // fi_rx_addr(addr, k, rx_ctx_bits) selects "N#rk"; a message from "N#tk"
 // reports the source "N".
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -17,6 +18,32 @@
 namespace weft::shm {
 
 namespace {
+
+// A bell (and its timer) only where a CQ or counter has an fd to wake.
+void open_bell(ep& e) noexcept {
+  e.bell = bell_open(e.name);
+  if (e.bell < 0) {
+    WEFT_WARN(FI_LOG_EP_CTRL, "shm: no bell for %s: FD waits see remote arrivals late", e.name.c_str());
+    return;
+  }
+  if (ep_watch_fd(e, e.bell, true) == 0) {  // no FD wait object: waits poll
+    ::close(e.bell);
+    e.bell = -1;
+    return;
+  }
+  e.timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (e.timer >= 0) (void)ep_watch_fd(e, e.timer, true);
+}
+
+void close_bell(ep& e) noexcept {
+  if (e.armed) unarm(e);
+  for (int* fd : {&e.bell, &e.timer}) {
+    if (*fd < 0) continue;
+    (void)ep_watch_fd(e, *fd, false);
+    ::close(*fd);
+    *fd = -1;
+  }
+}
 
 int enable(endpoint& base) {
   ep& e = ep::of(base);
@@ -31,6 +58,7 @@ int enable(endpoint& base) {
   // Initiators send a notify after each RMA only when something here counts
   // it: remote counters (remote CQ data always comes with a notify).
   if (e.cntr_rwrite || e.cntr_rread) e.me.hdr()->rma_events.store(1, std::memory_order_release);
+  open_bell(e);
   WEFT_DEBUG(FI_LOG_EP_CTRL, "shm: endpoint %s enabled (cma %d)", e.name.c_str(), e.cma);
   return 0;
 }
@@ -39,9 +67,14 @@ void progress_hook(endpoint& e) noexcept {
   progress(ep::of(e));
 }
 
+bool arm_hook(endpoint& e) noexcept {
+  return arm(ep::of(e));
+}
+
 void close(endpoint& base) noexcept {
   ep& e = ep::of(base);
   if (!e.enabled || !e.me.base) return;
+  close_bell(e);
   progress(e);  // queued responses get a last chance
   e.me.hdr()->state.store(state_closed, std::memory_order_release);
   e.claim.reset();
@@ -148,7 +181,7 @@ const sep_transport sep_tops = {make_context, &sep_cm, sep_destroy};
 
 }  // namespace
 
-const ep_transport transport = {enable, progress_hook, close, destroy, &rx_answers, 0};
+const ep_transport transport = {enable, progress_hook, close, destroy, &rx_answers, 0, arm_hook};
 
 std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_role role, std::string name) {
   auto e = std::make_unique<ep>();

@@ -1,5 +1,8 @@
 // prov/shm: progress — draining our receive queue (one handler per opcode),
 // pushing what waits to go out, requests, and noticing peers that died.
+#include <sys/timerfd.h>
+#include <unistd.h>
+
 #include <bit>
 #include <cstring>
 
@@ -224,6 +227,8 @@ void check_liveness(ep& e) noexcept {
 void progress(ep& e) noexcept {
   if (!e.enabled || !e.me.base) [[unlikely]]
     return;
+  if (e.armed) [[unlikely]]
+    unarm(e);
   try {
     if (e.unreleased) {
       queue_release_n(e.me, e.unreleased);
@@ -260,6 +265,46 @@ void progress(ep& e) noexcept {
     if ((++e.polls & pace) == 0) check_liveness(e);
   } catch (...) {
     WEFT_WARN(FI_LOG_EP_DATA, "shm: progress ran out of memory");
+  }
+}
+
+// ------------------------------------------------------------------ sleeping
+// The owner sets `sleeping` and then looks at the tail; a sender claims a
+// cell (moving the tail) and then looks at `sleeping`. All four are seq_cst,
+// so at least one of them sees the other: either arm() finds the claimed
+// cell (and says busy) or the sender finds the owner asleep and rings.
+bool arm(ep& e) noexcept {
+  if (!e.enabled || !e.me.base || e.bell < 0) return true;  // no fd: waits poll in slices
+  if (e.unreleased) {
+    queue_release_n(e.me, e.unreleased);
+    e.unreleased = 0;
+  }
+  // Our own work: cells for a full peer queue, copies shared with a peer.
+  if (!e.backlog.empty() || !e.outgoing.empty() || !e.splits.empty()) return false;
+  check_liveness(e);  // paced by the clock: a sleeper woken by the timer looks here
+  queue_ctl* q = e.me.ctl();
+  q->sleeping.store(asleep, std::memory_order_seq_cst);
+  e.armed = true;
+  if (q->tail.load(std::memory_order_seq_cst) != q->head.load(std::memory_order_relaxed)) return false;
+  // Waiting on peers (a reply, the rest of a message): a peer that dies
+  // rings nobody, so the timer wakes the sleeper to look.
+  if (e.timer >= 0 && (!e.requests.empty() || !e.assemblies.empty())) {
+    itimerspec t{};
+    t.it_value.tv_nsec = 100 * 1000 * 1000;
+    timerfd_settime(e.timer, 0, &t, nullptr);
+  }
+  return true;
+}
+
+void unarm(ep& e) noexcept {
+  e.armed = false;
+  e.me.ctl()->sleeping.store(awake, std::memory_order_relaxed);
+  bell_drain(e.bell);
+  if (e.timer >= 0) {
+    itimerspec off{};
+    timerfd_settime(e.timer, 0, &off, nullptr);
+    uint64_t n;
+    (void)!read(e.timer, &n, sizeof n);
   }
 }
 

@@ -36,7 +36,7 @@ namespace weft::shm {
 inline constexpr size_t cacheline = 64;
 inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
-inline constexpr uint32_t proto_version = 4;
+inline constexpr uint32_t proto_version = 5;
 
 inline constexpr size_t name_max = 64;            // an endpoint name, NUL included
 inline constexpr size_t inject_max = 4096;        // payload bytes in one cell
@@ -233,9 +233,13 @@ struct alignas(cacheline) region_hdr {
 static_assert(std::is_standard_layout_v<region_hdr>);
 static_assert(sizeof(region_hdr) == 4 * cacheline);
 
-// The ring's two indices, each on its own line.
+// The ring's two indices, each on its own line. `sleeping` shares the
+// producers' line: a sender reads it right after its claim (the line is in
+// its cache then) and rings the owner's bell when it is 1 (see shm_ep.cpp).
+enum sleep_state : uint32_t { awake = 0, asleep = 1, rung = 2 };
 struct alignas(cacheline) queue_ctl {
   alignas(cacheline) std::atomic<uint64_t> tail;  // next cell to claim (producers)
+  std::atomic<uint32_t> sleeping;                 // sleep_state, set by the owner's fi_trywait
   alignas(cacheline) std::atomic<uint64_t> head;  // next cell to consume (owner)
 };
 static_assert(sizeof(queue_ctl) == 2 * cacheline);

@@ -169,6 +169,55 @@ void name_claim::reset() noexcept {
   fd_ = -1;
 }
 
+// ------------------------------------------------------------------ bells
+namespace {
+socklen_t bell_address(const char* name, size_t len, sockaddr_un* sa) noexcept {
+  memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "weftbell_%u_%.*s", static_cast<unsigned>(getuid()),
+                   static_cast<int>(len), name);
+  size_t used = std::min(static_cast<size_t>(n < 0 ? 0 : n), sizeof sa->sun_path - 2);
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + used);
+}
+}  // namespace
+
+int bell_open(const std::string& name) noexcept {
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un sa;
+  socklen_t len = bell_address(name.data(), name.size(), &sa);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void bell_drain(int fd) noexcept {
+  char buf[64];
+  while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) >= 0) {}
+}
+
+// Cold: the owner armed its bell in fi_trywait. The first sender to see it
+// asleep rings (asleep -> rung); the owner's next progress sets it awake.
+void ring_bell(region_view r) noexcept {
+  uint32_t expect = asleep;
+  if (!r.ctl()->sleeping.compare_exchange_strong(expect, rung, std::memory_order_seq_cst)) return;
+  // One unbound datagram socket per process sends every ring.
+  static const int sender = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (sender < 0) return;
+  // The name is the owner's (a peer's shared page): bounded, never trusted
+  // beyond choosing which of our uid's bells to ring.
+  const char* name = r.hdr()->name;
+  size_t len = strnlen(name, name_max - 1);
+  sockaddr_un sa;
+  socklen_t alen = bell_address(name, len, &sa);
+  const char b = 1;
+  // EAGAIN: earlier rings are still queued (the fd is readable already);
+  // ECONNREFUSED: the owner is gone. Neither matters.
+  (void)sendto(sender, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&sa), alen);
+}
+
 namespace {
 // The pid of the process holding the name, from the listening socket's
 // credentials (no help from that process needed); 0 when nobody holds it.

@@ -205,6 +205,10 @@ struct ep final : endpoint {
   std::vector<uint64_t> deferred;  // links (serials) whose reading waits for room
   uint32_t polls = 0;
   ep_owner owner;
+  // Wakes an application asleep on a wait object's fd at the next deadline
+  // (fi_trywait arms it); -1 when no wait object has an fd.
+  int timer = -1;
+  bool timer_armed = false;
 
   static ep& of(endpoint& e) noexcept { return static_cast<ep&>(e); }
 };
@@ -212,6 +216,7 @@ struct ep final : endpoint {
 std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context);
 void install_ops(endpoint& e) noexcept;  // tcp_msg.cpp
 void progress(ep& e) noexcept;           // tcp_ep.cpp
+void expire_parked(ep& e) noexcept;      // tcp_ep.cpp: fail frames whose peer never answered
 
 // tcp_ep.cpp: connections and frames.
 link* link_of(ep& e, conn& c) noexcept;  // creates the link on first use (nullptr: no memory)

@@ -2,6 +2,7 @@
 // listening), progress, closing; the connections' callbacks, dispatched by
 // opcode; requests, responses and credit.
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 #include <cstdio>
 
@@ -22,32 +23,6 @@ void sent(ep& e, conn* c, tx_entry& t, int err) noexcept;
 namespace {
 
 // The wait objects an application may sleep on: our sockets wake them.
-template <class F>
-void each_wait(ep& e, F&& f) {
-  fid_cq* cqs[] = {e.tx_cq, e.rx_cq};
-  for (size_t i = 0; i < 2; ++i)
-    if (cqs[i] && (i == 0 || cqs[1] != cqs[0])) f(&cqs[i]->fid);
-  fid_cntr* cntrs[] = {e.cntr_send, e.cntr_recv, e.cntr_read, e.cntr_write, e.cntr_rread, e.cntr_rwrite};
-  for (size_t i = 0; i < 6; ++i) {
-    bool first = cntrs[i] != nullptr;
-    for (size_t j = 0; j < i && first; ++j) first = cntrs[j] != cntrs[i];
-    if (first) f(&cntrs[i]->fid);
-  }
-}
-
-void watch_fds(ep& e, bool add) {
-  const int fd = e.poll->fd();
-  each_wait(e, [&](fid* f) {
-    if (f->fclass == FI_CLASS_CQ) {
-      auto* cq = reinterpret_cast<fid_cq*>(f);
-      add ? cq_add_wait_fd(cq, fd, EPOLLIN) : cq_del_wait_fd(cq, fd);
-    } else {
-      auto* c = reinterpret_cast<fid_cntr*>(f);
-      add ? cntr_add_wait_fd(c, fd, EPOLLIN) : cntr_del_wait_fd(c, fd);
-    }
-  });
-}
-
 int enable(endpoint& base) {
   ep& e = ep::of(base);
   if (e.type == FI_EP_RDM) {
@@ -65,7 +40,10 @@ int enable(endpoint& base) {
     e.cfg->self.instance = to_wire(e.name, 0).instance;
     if (e.eq && eq_add_poller(e.eq, endpoint_poller, &e)) return -FI_ENOMEM;
   }
-  watch_fds(e, true);
+  if (ep_watch_fd(e, e.poll->fd(), true) > 0) {  // someone may sleep on an fd: deadlines need a timer
+    e.timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (e.timer >= 0) (void)ep_watch_fd(e, e.timer, true);
+  }
   WEFT_DEBUG(FI_LOG_EP_CTRL, "tcp: %s endpoint enabled at %s", e.type == FI_EP_RDM ? "RDM" : "MSG",
              e.name.str().c_str());
   return 0;
@@ -75,11 +53,46 @@ void progress_hook(endpoint& e) noexcept {
   progress(ep::of(e));
 }
 
+// fi_trywait: the poller's epoll fd is in the wait objects (enable); its
+// trywait takes pending edges and cools hot connections, so that the next
+// byte raises an edge the application's poll sees. Deadlines (connects,
+// stalled sends, frames parked for a connection) are kept by progress: the
+// timer, in the wait objects too, wakes the sleeper for the next one.
+bool arm(endpoint& base) noexcept {
+  ep& e = ep::of(base);
+  if (!e.enabled) return true;
+  if (e.peers && e.peers->parked()) expire_parked(e);
+  if (e.poll->trywait()) return false;
+  int ms = e.poll->next_timeout_ms();
+  if (e.peers && e.peers->parked()) ms = ms < 0 ? 100 : std::min(ms, 100);
+  if (ms < 0) return true;
+  if (ms == 0 || e.timer < 0) return false;  // due now, or no timer: keep polling
+  itimerspec t{};
+  t.it_value.tv_sec = ms / 1000;
+  t.it_value.tv_nsec = static_cast<long>(ms % 1000) * 1000000L;
+  timerfd_settime(e.timer, 0, &t, nullptr);
+  e.timer_armed = true;
+  return true;
+}
+
+void unarm(ep& e) noexcept {
+  e.timer_armed = false;
+  itimerspec off{};
+  timerfd_settime(e.timer, 0, &off, nullptr);
+  uint64_t n;
+  (void)!read(e.timer, &n, sizeof n);
+}
+
 void close(endpoint& base) noexcept {
   ep& e = ep::of(base);
   if (!e.enabled) return;
   if (e.type == FI_EP_MSG && e.eq) eq_del_poller(e.eq, endpoint_poller, &e);
-  watch_fds(e, false);
+  (void)ep_watch_fd(e, e.poll->fd(), false);
+  if (e.timer >= 0) {
+    (void)ep_watch_fd(e, e.timer, false);
+    ::close(e.timer);
+    e.timer = -1;
+  }
   if (e.msg_conn && !e.shut) e.msg_conn->shutdown();  // the peer hears FI_SHUTDOWN
   e.poll->progress();
 }
@@ -93,8 +106,8 @@ void destroy(endpoint* base) noexcept {
   delete &e;
 }
 
-const ep_transport rdm_transport = {enable, progress_hook, close, destroy, &rx_answers, 0};
-const ep_transport msg_transport = {enable, progress_hook, close, destroy, &rx_answers, cm_data_max};
+const ep_transport rdm_transport = {enable, progress_hook, close, destroy, &rx_answers, 0, arm};
+const ep_transport msg_transport = {enable, progress_hook, close, destroy, &rx_answers, cm_data_max, arm};
 
 }  // namespace
 
@@ -164,19 +177,22 @@ int tcp_domain::srx_ctx(fi_rx_attr* attr, fid_ep** out, void* context) {
 }
 
 // ------------------------------------------------------------------ progress
+void expire_parked(ep& e) noexcept {
+  for (tx_entry* t = e.peers->expire(now_ns()); t;) {
+    tx_entry* next = t->next;
+    sent(e, nullptr, *t, -FI_ETIMEDOUT);  // its peer never answered
+    t = next;
+  }
+}
+
 void progress(ep& e) noexcept {
   if (!e.enabled) [[unlikely]]
     return;
+  if (e.timer_armed) [[unlikely]]
+    unarm(e);
   e.poll->progress();
-  if ((++e.polls & 255) == 0) [[unlikely]] {
-    if (e.peers) {
-      for (tx_entry* t = e.peers->expire(now_ns()); t;) {
-        tx_entry* next = t->next;
-        sent(e, nullptr, *t, -FI_ETIMEDOUT);  // its peer never answered
-        t = next;
-      }
-    }
-  }
+  if ((++e.polls & 255) == 0 && e.peers) [[unlikely]]
+    expire_parked(e);
   // Connections that stopped reading for want of room: room may be back.
   if (!e.deferred.empty() && e.rx->ux_count < ux_max_count && e.rx->ux_bytes < ux_max_bytes) {
     auto serials = std::move(e.deferred);
