@@ -45,7 +45,10 @@ void unbind_all(endpoint& e) noexcept {
     cntr_drop(c);
   }
   if (e.av) e.av->drop_user();
-  if (e.eq) eq_drop(e.eq);
+  if (e.eq) {
+    if (e.tops->eq_progress) eq_del_poller(e.eq, endpoint_poller, &e);
+    eq_drop(e.eq);
+  }
 }
 
 void unbind_shared(endpoint& e) noexcept {
@@ -160,6 +163,8 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
         if (!is_eq(bfid)) return -FI_EINVAL;
         if (flags) return -FI_EBADFLAGS;
         if (e.eq) return -FI_EINVAL;
+        if (e.tops->eq_progress && eq_add_poller(reinterpret_cast<fid_eq*>(bfid), endpoint_poller, &e))
+          return -FI_ENOMEM;
         e.eq = reinterpret_cast<fid_eq*>(bfid);
         eq_take(e.eq);
         return 0;

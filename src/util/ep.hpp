@@ -69,6 +69,9 @@ struct ep_transport {
   // transport has work that needs progress. Under the endpoint's lock.
   // nullptr: nothing can arrive that the wait object would not see.
   bool (*arm)(endpoint&) noexcept = nullptr;
+  // Reading the bound EQ runs the endpoint's progress too (connection
+  // events of FI_EP_MSG endpoints).
+  bool eq_progress = false;
 };
 
 struct endpoint {

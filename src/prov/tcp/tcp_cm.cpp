@@ -122,11 +122,19 @@ int pep_bind(fid* f, fid* bfid, uint64_t flags) noexcept {
   pep* p = pep::of(f);
   if (!bfid || !is_eq(bfid)) return -FI_EINVAL;
   if (flags) return -FI_EBADFLAGS;
-  std::lock_guard g(p->lock);
-  if (p->eq || p->listen) return -FI_EINVAL;
   auto* eq = reinterpret_cast<fid_eq*>(bfid);
-  if (eq_add_poller(eq, pep_poll, p)) return -FI_ENOMEM;
-  p->eq = eq;
+  {
+    std::lock_guard g(p->lock);
+    if (p->eq || p->listen) return -FI_EINVAL;
+    p->eq = eq;
+  }
+  // Not under p->lock: the EQ's reader holds its poller list while pep_poll
+  // takes p->lock.
+  if (eq_add_poller(eq, pep_poll, p)) {
+    std::lock_guard g(p->lock);
+    p->eq = nullptr;
+    return -FI_ENOMEM;
+  }
   eq_take(eq);
   return 0;
 }

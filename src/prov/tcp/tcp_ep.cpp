@@ -38,7 +38,6 @@ int enable(endpoint& base) {
   } else {
     e.cfg->self = wire_addr{};  // the active side of a connection listens nowhere
     e.cfg->self.instance = to_wire(e.name, 0).instance;
-    if (e.eq && eq_add_poller(e.eq, endpoint_poller, &e)) return -FI_ENOMEM;
   }
   if (ep_watch_fd(e, e.poll->fd(), true) > 0) {  // someone may sleep on an fd: deadlines need a timer
     e.timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -86,7 +85,6 @@ void unarm(ep& e) noexcept {
 void close(endpoint& base) noexcept {
   ep& e = ep::of(base);
   if (!e.enabled) return;
-  if (e.type == FI_EP_MSG && e.eq) eq_del_poller(e.eq, endpoint_poller, &e);
   (void)ep_watch_fd(e, e.poll->fd(), false);
   if (e.timer >= 0) {
     (void)ep_watch_fd(e, e.timer, false);
@@ -107,7 +105,7 @@ void destroy(endpoint* base) noexcept {
 }
 
 const ep_transport rdm_transport = {enable, progress_hook, close, destroy, &rx_answers, 0, arm};
-const ep_transport msg_transport = {enable, progress_hook, close, destroy, &rx_answers, cm_data_max, arm};
+const ep_transport msg_transport = {enable, progress_hook, close, destroy, &rx_answers, cm_data_max, arm, true};
 
 }  // namespace
 
