@@ -5,6 +5,7 @@
 // workers' RDM endpoints; the MSG connection stays as the link whose loss
 // (FI_SHUTDOWN) tells an endpoint that its peer went away.
 #include <arpa/inet.h>
+#include <netdb.h>
 
 #include <algorithm>
 
@@ -46,7 +47,27 @@ bool parse_priv(const uint8_t* p, size_t len, cm_priv& h, peer_addr& pa) {
   return parse_address(p + sizeof h, h.addr_len, pa);
 }
 
-fi_info* msg_info(const sockaddr* src, socklen_t slen, const sockaddr* dst, socklen_t dlen) {
+// libfabric takes socket addresses as node and service strings (the tcp
+// provider of libfabric 1.17 ignores the port of a hints->src_addr).
+bool to_strings(const sockaddr* sa, socklen_t len, std::string& node, std::string& service) {
+  char host[NI_MAXHOST], serv[NI_MAXSERV];
+  if (getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV)) return false;
+  node = host;
+  service = serv;
+  return true;
+}
+
+bool is_wildcard(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (sa->sa_family == AF_INET6) return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  return false;
+}
+
+// passive: the listener's own address (FI_SOURCE); otherwise the server's,
+// with an optional local address to bind to.
+fi_info* msg_info(const sockaddr* addr, socklen_t alen, bool passive, const sockaddr* local, socklen_t llen) {
+  std::string node, service;
+  if (!to_strings(addr, alen, node, service)) return nullptr;
   fi_info* hints = fi_allocinfo();
   if (!hints) return nullptr;
   hints->ep_attr->type = FI_EP_MSG;
@@ -54,20 +75,15 @@ fi_info* msg_info(const sockaddr* src, socklen_t slen, const sockaddr* dst, sock
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   hints->fabric_attr->prov_name = strdup("tcp");
-  const sockaddr* any = src ? src : dst;
-  if (any) hints->addr_format = any->sa_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
-  if (src) {
-    hints->src_addr = malloc(slen);
-    memcpy(hints->src_addr, src, slen);
-    hints->src_addrlen = slen;
-  }
-  if (dst) {
-    hints->dest_addr = malloc(dlen);
-    memcpy(hints->dest_addr, dst, dlen);
-    hints->dest_addrlen = dlen;
+  hints->addr_format = addr->sa_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+  if (local) {
+    hints->src_addr = malloc(llen);
+    memcpy(hints->src_addr, local, llen);
+    hints->src_addrlen = llen;
   }
   fi_info* info = nullptr;
-  int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
+  const char* n = passive && is_wildcard(addr) ? nullptr : node.c_str();
+  int rc = fi_getinfo(FI_VERSION(1, 17), n, service.c_str(), passive ? FI_SOURCE : 0, hints, &info);
   fi_freeinfo(hints);
   if (rc) return nullptr;
   for (fi_info* i = info; i; i = i->next) {
@@ -256,7 +272,7 @@ ucs_status_t cm_connect(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out) {
     src = p->local_sockaddr.addr;
     slen = p->local_sockaddr.addrlen;
   }
-  fi_info* info = msg_info(src, slen, p->sockaddr.addr, p->sockaddr.addrlen);
+  fi_info* info = msg_info(p->sockaddr.addr, p->sockaddr.addrlen, false, src, slen);
   if (!info) return UCS_ERR_UNREACHABLE;
   std::unique_ptr<fi_info, void (*)(fi_info*)> ih(info, fi_freeinfo);
   int rc = ensure_cm(w, info);
@@ -289,13 +305,19 @@ ucs_status_t cm_connect(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out) {
 
 ucs_status_t cm_accept(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out) {
   auto* cr = reinterpret_cast<conn_req_impl*>(p->conn_request);
-  if (!cr || !cr->l || cr->l->w != w) return UCS_ERR_INVALID_PARAM;
+  // The endpoint may be created on another worker of the listener's context
+  // (UCX's examples accept on a separate data worker).
+  if (!cr || !cr->l || cr->l->w->ctx != w->ctx) return UCS_ERR_INVALID_PARAM;
   listener_impl* l = cr->l;
+  std::unique_ptr<worker_guard> lg;
+  if (l->w != w) lg = std::make_unique<worker_guard>(l->w);
   auto it = std::find(l->reqs.begin(), l->reqs.end(), cr);
   if (it == l->reqs.end()) return UCS_ERR_INVALID_PARAM;
   cm_priv h;
   peer_addr pa;
   if (!parse_priv(cr->priv.data(), cr->priv.size(), h, pa)) return UCS_ERR_INVALID_PARAM;
+  int crc = ensure_cm(w, cr->info);
+  if (crc) return from_fi(crc);
   ucp_ep* ep = ep_new(w);
   ep->flags |= EPF_CM_SERVER;
   apply_params(ep, p);
@@ -352,7 +374,7 @@ UCP_EXPORT ucs_status_t ucp_listener_create(ucp_worker_h w, const ucp_listener_p
   if (conn == acc) return UCS_ERR_INVALID_PARAM;
   worker_guard g(w);
   try {
-    fi_info* info = msg_info(params->sockaddr.addr, params->sockaddr.addrlen, nullptr, 0);
+    fi_info* info = msg_info(params->sockaddr.addr, params->sockaddr.addrlen, true, nullptr, 0);
     if (!info) return UCS_ERR_UNSUPPORTED;
     std::unique_ptr<fi_info, void (*)(fi_info*)> ih(info, fi_freeinfo);
     int rc = ensure_cm(w, info);

@@ -149,6 +149,11 @@ void enqueue(ucp_ep* ep, op* o) noexcept {
 
 int issue(ucp_worker* w, op* o) noexcept {
   (void)w;
+  if (o->ep) {
+    // Queued before the peer's address was known (client/server): take it now.
+    o->dest = o->ep->dest;
+    o->tp = o->ep->tp;
+  }
   fid_ep* fep = o->tp->ep;
   void* ctx = &o->fctx;
   ssize_t rc = 0;
