@@ -241,6 +241,18 @@ ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hle
   uint32_t flags = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_FLAGS)) ? p->flags : 0;
   dt_view v;
   if (!dt_describe(dt, buffer, count, v, true)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
+  // Anything but contiguous data is packed first; from here on it is a
+  // contiguous buffer the send owns.
+  void* packed = nullptr;
+  if (v.cls != UCP_DATATYPE_CONTIG) {
+    ucs_status_t st = dt_pack_alloc(dt, buffer, count, &packed, &v.length);
+    if (st != UCS_OK) return UCS_STATUS_PTR(st);
+    buffer = packed;
+  }
+  struct packed_guard {
+    void*& p;
+    ~packed_guard() { free(p); }
+  } pg{packed};
   size_t cap = w->ctx->cfg.rx_buf_size;
   if (hlen > cap - sizeof(frame) - 64) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   frame f{};
@@ -248,23 +260,13 @@ ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hle
   f.hdr_len = static_cast<uint32_t>(hlen);
   f.len = v.length;
   f.flags = (reply_flag || (flags & UCP_AM_SEND_FLAG_REPLY)) ? FF_REPLY : 0;
-  bool contig = v.cls == UCP_DATATYPE_CONTIG;
   bool eager = sizeof(frame) + hlen + v.length <= cap && !(flags & UCP_AM_SEND_FLAG_RNDV);
   bool want_req = p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
   if (eager) {
     f.type = F_AM;
-    void* packed = nullptr;
-    const void* data = buffer;
-    if (!contig) {
-      packed = malloc(v.length ? v.length : 1);
-      if (!packed) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
-      dt_pack(dt, buffer, count, packed, v.length);
-      data = packed;
-    }
     // Sent from a copy: the application's buffers are free at return, as
     // with UCX's short and bcopy protocols.
-    int rc = send_frame(ep, f, header, hlen, data, v.length, nullptr, true);
-    free(packed);
+    int rc = send_frame(ep, f, header, hlen, buffer, v.length, nullptr, true);
     if (rc < 0) return UCS_STATUS_PTR(from_fi(rc));
     if (!want_req) return nullptr;
     return imm_complete(w, p, UCS_OK, CB_SEND_NBX);
@@ -280,16 +282,8 @@ ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hle
     req_set_cb(r, p, CB_SEND_NBX);
   }
   const void* src = buffer;
-  if (!contig) {
-    r->bounce = malloc(v.length ? v.length : 1);
-    if (!r->bounce) {
-      r->flags |= RF_RELEASED;
-      req_complete(r, UCS_ERR_NO_MEMORY);
-      return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
-    }
-    dt_pack(dt, buffer, count, r->bounce, v.length);
-    src = r->bounce;
-  }
+  r->bounce = packed;  // the request owns the packed data now
+  packed = nullptr;
   domain_tp* d = ep->tp->d;
   uint64_t key = 0;
   {
@@ -387,27 +381,41 @@ UCP_EXPORT ucs_status_ptr_t ucp_am_recv_data_nbx(ucp_worker_h w, void* data_desc
                                                                                        : ucp_dt_make_contig(1);
   dt_view v;
   if (!dt_describe(dt, buffer, count, v, false)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
+  bool contig = v.cls == UCP_DATATYPE_CONTIG;
   if (it->second.kind != 3) {
     // Eager data the handler kept: copy it out and release it.
-    ucs_status_t st = UCS_ERR_INVALID_PARAM;
-    if (it->second.kind == 1) {
-      auto* b = static_cast<rx_buf*>(it->second.obj);
-      frame f;
-      memcpy(&f, b->data, sizeof f);
-      if (f.len > v.length) st = UCS_ERR_MESSAGE_TRUNCATED;
-      else st = dt_unpack(dt, buffer, count, data_desc, f.len);
-      size_t len = f.len;
-      w->am_held.erase(it);
-      post_rx(b->tp, b);
-      return imm_complete(w, param, st, CB_AM_DATA, len);
+    if (it->second.kind != 1) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
+    auto* b = static_cast<rx_buf*>(it->second.obj);
+    frame f;
+    memcpy(&f, b->data, sizeof f);
+    ucs_status_t st;
+    if (contig) {
+      st = f.len > v.length ? UCS_ERR_MESSAGE_TRUNCATED : dt_unpack(dt, buffer, count, data_desc, f.len);
+    } else {
+      request tmp;
+      size_t cap = 0;
+      st = recv_dt_begin(&tmp, dt, buffer, count, &cap);
+      if (st == UCS_OK) {
+        if (f.len > cap) {
+          recv_dt_abort(&tmp);
+          st = UCS_ERR_MESSAGE_TRUNCATED;
+        } else {
+          memcpy(tmp.bounce, data_desc, f.len);
+          st = recv_dt_end(&tmp, f.len);
+        }
+        free(tmp.bounce);
+      }
     }
-    return UCS_STATUS_PTR(st);
+    size_t len = f.len;
+    w->am_held.erase(it);
+    post_rx(b->tp, b);
+    return imm_complete(w, param, st, CB_AM_DATA, len);
   }
   auto* d = static_cast<rndv_desc*>(it->second.obj);
   if (d->magic != rndv_magic || d->taken) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   ucp_ep* ep = ep_lookup(w, d->ep_id);
   if (!ep || ep->state != EP_CONNECTED) return UCS_STATUS_PTR(UCS_ERR_NOT_CONNECTED);
-  if (d->len > v.length) return UCS_STATUS_PTR(UCS_ERR_MESSAGE_TRUNCATED);
+  if (contig && d->len > v.length) return UCS_STATUS_PTR(UCS_ERR_MESSAGE_TRUNCATED);
   request* r = req_from_param(w, param);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   op* o = op_alloc(w);
@@ -420,11 +428,16 @@ UCP_EXPORT ucs_status_ptr_t ucp_am_recv_data_nbx(ucp_worker_h w, void* data_desc
   req_set_cb(r, param, CB_AM_DATA);
   r->info.length = d->len;
   void* dst = buffer;
-  if (v.cls != UCP_DATATYPE_CONTIG) {
-    r->bounce = malloc(d->len ? d->len : 1);
-    r->dt = dt;
-    r->buf = buffer;
-    r->count = count;
+  if (!contig) {
+    size_t cap = 0;
+    ucs_status_t st = recv_dt_begin(r, dt, buffer, count, &cap);
+    if (st == UCS_OK && cap < d->len) st = UCS_ERR_MESSAGE_TRUNCATED;
+    if (st != UCS_OK) {
+      op_free(w, o);
+      r->flags |= RF_RELEASED;
+      req_complete(r, st);
+      return UCS_STATUS_PTR(st);
+    }
     dst = r->bounce;
   }
   d->taken = true;

@@ -44,10 +44,11 @@ bool dt_describe(ucp_datatype_t dt, const void* buf, size_t count, dt_view& v, b
       if (!g) return false;
       v.ops = &g->ops;
       v.dt_ctx = g->context;
-      void* st = for_send ? g->ops.start_pack(g->context, buf, count)
-                          : g->ops.start_unpack(g->context, const_cast<void*>(buf), count);
-      v.length = g->ops.packed_size(st);
-      g->ops.finish(st);
+      // The length is known only from a pack or unpack state, and each
+      // operation takes exactly one (MPICH counts datatype references in
+      // start/finish): dt_pack_alloc and recv_dt_begin take it.
+      (void)for_send;
+      v.length = 0;
       return true;
     }
     default:
@@ -71,21 +72,45 @@ ucs_status_t dt_pack(ucp_datatype_t dt, const void* buf, size_t count, void* dst
       }
       return UCS_OK;
     }
-    case UCP_DATATYPE_GENERIC: {
-      generic_dt* g = as_generic(dt);
-      void* st = g->ops.start_pack(g->context, buf, count);
-      size_t off = 0;
-      while (off < len) {
-        size_t n = g->ops.pack(st, off, d + off, len - off);
-        if (!n) break;
-        off += n;
-      }
-      g->ops.finish(st);
-      return off == len ? UCS_OK : UCS_ERR_IO_ERROR;
-    }
-    default:
+    default:  // generic: dt_pack_alloc
       return UCS_ERR_INVALID_PARAM;
   }
+}
+
+ucs_status_t dt_pack_alloc(ucp_datatype_t dt, const void* buf, size_t count, void** out, size_t* len) noexcept {
+  if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_GENERIC) {
+    generic_dt* g = as_generic(dt);
+    if (!g) return UCS_ERR_INVALID_PARAM;
+    void* st = g->ops.start_pack(g->context, buf, count);
+    size_t n = g->ops.packed_size(st);
+    auto* d = static_cast<uint8_t*>(malloc(n ? n : 1));
+    if (!d) {
+      g->ops.finish(st);
+      return UCS_ERR_NO_MEMORY;
+    }
+    size_t off = 0;
+    while (off < n) {
+      size_t k = g->ops.pack(st, off, d + off, n - off);
+      if (!k) break;
+      off += k;
+    }
+    g->ops.finish(st);
+    if (off != n) {
+      free(d);
+      return UCS_ERR_IO_ERROR;
+    }
+    *out = d;
+    *len = n;
+    return UCS_OK;
+  }
+  dt_view v;
+  if (!dt_describe(dt, buf, count, v, true)) return UCS_ERR_INVALID_PARAM;
+  void* d = malloc(v.length ? v.length : 1);
+  if (!d) return UCS_ERR_NO_MEMORY;
+  dt_pack(dt, buf, count, d, v.length);
+  *out = d;
+  *len = v.length;
+  return UCS_OK;
 }
 
 ucs_status_t dt_unpack(ucp_datatype_t dt, void* buf, size_t count, const void* src, size_t len) noexcept {
@@ -116,10 +141,49 @@ ucs_status_t dt_unpack(ucp_datatype_t dt, void* buf, size_t count, const void* s
   }
 }
 
-size_t dt_recv_capacity(ucp_datatype_t dt, void* buf, size_t count) noexcept {
-  dt_view v;
-  if (!dt_describe(dt, buf, count, v, false)) return 0;
-  return v.length;
+ucs_status_t recv_dt_begin(request* r, ucp_datatype_t dt, void* buf, size_t count, size_t* capacity) noexcept {
+  r->dt = dt;
+  r->buf = buf;
+  r->count = count;
+  size_t cap = 0;
+  if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_GENERIC) {
+    generic_dt* g = as_generic(dt);
+    r->g_state = g->ops.start_unpack(g->context, buf, count);
+    r->g_unpack = g->ops.unpack;
+    r->g_finish = g->ops.finish;
+    cap = g->ops.packed_size(r->g_state);
+  } else {
+    dt_view v;
+    if (!dt_describe(dt, buf, count, v, false)) return UCS_ERR_INVALID_PARAM;
+    cap = v.length;
+  }
+  r->bounce = malloc(cap ? cap : 1);
+  if (!r->bounce) {
+    recv_dt_abort(r);
+    return UCS_ERR_NO_MEMORY;
+  }
+  r->bounce_len = cap;
+  if (capacity) *capacity = cap;
+  return UCS_OK;
+}
+
+ucs_status_t recv_dt_end(request* r, size_t len) noexcept {
+  if (!r->bounce) return UCS_OK;
+  if (len > r->bounce_len) len = r->bounce_len;
+  ucs_status_t st;
+  if (r->g_state) {
+    st = len ? r->g_unpack(r->g_state, 0, r->bounce, len) : UCS_OK;
+    r->g_finish(r->g_state);
+    r->g_state = nullptr;
+  } else {
+    st = dt_unpack(r->dt, r->buf, r->count, r->bounce, len);
+  }
+  return st;
+}
+
+void recv_dt_abort(request* r) noexcept {
+  if (r->g_state) r->g_finish(r->g_state);
+  r->g_state = nullptr;
 }
 
 }  // namespace wucp

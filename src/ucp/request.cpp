@@ -54,6 +54,7 @@ request* req_alloc(ucp_worker* w) noexcept {
   r->got = r->want = 0;
   r->aux = nullptr;
   r->mr = nullptr;
+  r->g_state = nullptr;
   return r;
 }
 
@@ -129,6 +130,7 @@ void req_complete(request* r, ucs_status_t st) noexcept {
     rmap_take(r->w, r->id);
     r->id = 0;
   }
+  recv_dt_abort(r);
   if (r->bounce) {
     free(r->bounce);
     r->bounce = nullptr;

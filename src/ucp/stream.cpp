@@ -17,7 +17,7 @@ uint8_t* recv_base(request* r) noexcept { return static_cast<uint8_t*>(r->bounce
 
 void finish_recv(request* r, ucs_status_t st) noexcept {
   r->info.length = r->got;
-  if (st == UCS_OK && r->bounce) st = dt_unpack(r->dt, r->buf, r->count, r->bounce, r->got);
+  if (st == UCS_OK && r->bounce) st = recv_dt_end(r, r->got);
   req_complete(r, st);
 }
 
@@ -53,14 +53,17 @@ ucs_status_ptr_t stream_send(ucp_ep* ep, const void* buffer, size_t count, const
   dt_view v;
   if (!dt_describe(dt, buffer, count, v, true)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   bool want_req = p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
-  if (!v.length) return want_req ? imm_complete(w, p, UCS_OK, CB_SEND_NBX) : nullptr;
+  if (!v.length && v.cls != UCP_DATATYPE_GENERIC) return want_req ? imm_complete(w, p, UCS_OK, CB_SEND_NBX) : nullptr;
   const uint8_t* src = static_cast<const uint8_t*>(buffer);
   void* packed = nullptr;
   if (v.cls != UCP_DATATYPE_CONTIG) {
-    packed = malloc(v.length);
-    if (!packed) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
-    dt_pack(dt, buffer, count, packed, v.length);
+    ucs_status_t st = dt_pack_alloc(dt, buffer, count, &packed, &v.length);
+    if (st != UCS_OK) return UCS_STATUS_PTR(st);
     src = static_cast<uint8_t*>(packed);
+  }
+  if (!v.length) {
+    free(packed);
+    return want_req ? imm_complete(w, p, UCS_OK, CB_SEND_NBX) : nullptr;
   }
   size_t chunk = chunk_size(w);
   frame f{};
@@ -109,7 +112,8 @@ ucs_status_ptr_t stream_recv(ucp_ep* ep, void* buffer, size_t count, size_t* len
   ucp_datatype_t dt = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
   unsigned flags = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_FLAGS)) ? p->flags : old_flags;
   dt_view v;
-  if (!dt_describe(dt, buffer, count, v, false) || !v.length) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
+  if (!dt_describe(dt, buffer, count, v, false) || (!v.length && v.cls != UCP_DATATYPE_GENERIC))
+    return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   bool contig = v.cls == UCP_DATATYPE_CONTIG;
   // Data already here and nobody queued before us: take it now.
   if (ep->stream_recvs.empty() && ep->stream_bytes && contig) {
@@ -139,11 +143,12 @@ ucs_status_ptr_t stream_recv(ucp_ep* ep, void* buffer, size_t count, size_t* len
   r->sflags = flags;
   r->ep = ep;
   if (!contig) {
-    r->bounce = malloc(v.length);
-    if (!r->bounce) {
+    ucs_status_t st = recv_dt_begin(r, dt, buffer, count, &r->want);
+    if (st == UCS_OK && !r->want) st = UCS_ERR_INVALID_PARAM;
+    if (st != UCS_OK) {
       r->flags |= RF_RELEASED;
-      req_complete(r, UCS_ERR_NO_MEMORY);
-      return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
+      req_complete(r, st);
+      return UCS_STATUS_PTR(st);
     }
   }
   if (ep->stream_recvs.empty() && ep->stream_bytes) r->got = take(ep, recv_base(r), r->want);

@@ -27,24 +27,21 @@ ucs_status_t fill_iov(op* o, ucp_datatype_t dt, const void* buf, size_t count, c
     o->niov = static_cast<uint8_t>(v.iovcnt);
     return UCS_OK;
   }
-  void* b = malloc(v.length ? v.length : 1);
-  if (!b) return UCS_ERR_NO_MEMORY;
-  if (send) {
-    ucs_status_t st = dt_pack(dt, buf, count, b, v.length);
-    if (st != UCS_OK) {
-      free(b);
-      return st;
-    }
-    o->bounce = b;
-    o->flags |= OPF_FREE_BOUNCE;
-  } else {
-    r->bounce = b;
-    r->bounce_len = v.length;
-    r->dt = dt;
-    r->buf = const_cast<void*>(buf);
-    r->count = count;
+  if (!send) {
+    size_t cap = 0;
+    ucs_status_t st = recv_dt_begin(r, dt, const_cast<void*>(buf), count, &cap);
+    if (st != UCS_OK) return st;
+    o->iov[0] = {r->bounce, cap};
+    o->niov = 1;
+    return UCS_OK;
   }
-  o->iov[0] = {b, v.length};
+  void* b = nullptr;
+  size_t len = 0;
+  ucs_status_t st = dt_pack_alloc(dt, buf, count, &b, &len);
+  if (st != UCS_OK) return st;
+  o->bounce = b;
+  o->flags |= OPF_FREE_BOUNCE;
+  o->iov[0] = {b, len};
   o->niov = 1;
   return UCS_OK;
 }
@@ -211,7 +208,7 @@ void trecv_done(ucp_worker* w, op* o, const fi_cq_tagged_entry& e) noexcept {
   if (request* r = o->req) {
     r->info.sender_tag = e.tag;
     r->info.length = e.len;
-    if (r->bounce) st = dt_unpack(r->dt, r->buf, r->count, r->bounce, e.len);
+    st = recv_dt_end(r, e.len);
   }
   if ((e.flags & FI_REMOTE_CQ_DATA) && (e.data >> 63)) send_sync_ack(w, e.data);
   op_finish(w, o, st);

@@ -162,6 +162,10 @@ struct alignas(16) request {
   // stream receive
   size_t want = 0, got = 0;
   unsigned sflags = 0;
+  // generic datatype receive: the unpack state is taken at post time
+  void* g_state = nullptr;
+  ucs_status_t (*g_unpack)(void*, size_t, const void*, size_t) = nullptr;
+  void (*g_finish)(void*) = nullptr;
   void* aux = nullptr;  // kind-specific (AM rendezvous descriptor, the receive op)
   fid_mr* mr = nullptr;  // rendezvous source registration, closed at completion
   void* user() noexcept { return this + 1; }
@@ -626,9 +630,17 @@ struct dt_view {
 bool dt_describe(ucp_datatype_t dt, const void* buf, size_t count, dt_view& v, bool for_send) noexcept;
 // Packs a send-side buffer of any datatype into dst (v.length bytes).
 ucs_status_t dt_pack(ucp_datatype_t dt, const void* buf, size_t count, void* dst, size_t len) noexcept;
+// Packs any datatype into a new buffer (malloc), taking one pack state.
+ucs_status_t dt_pack_alloc(ucp_datatype_t dt, const void* buf, size_t count, void** out, size_t* len) noexcept;
 // Unpacks len received bytes into the receive buffer of any datatype.
 ucs_status_t dt_unpack(ucp_datatype_t dt, void* buf, size_t count, const void* src, size_t len) noexcept;
-size_t dt_recv_capacity(ucp_datatype_t dt, void* buf, size_t count) noexcept;
+// The receive side of a datatype: IOV and generic receive into the request's
+// bounce buffer and are unpacked at completion. A generic datatype's unpack
+// state is taken here, when the receive is posted (as UCX does), so that the
+// application may destroy the datatype while the receive is pending.
+ucs_status_t recv_dt_begin(request* r, ucp_datatype_t dt, void* buf, size_t count, size_t* capacity) noexcept;
+ucs_status_t recv_dt_end(request* r, size_t len) noexcept;  // unpack r->bounce
+void recv_dt_abort(request* r) noexcept;
 
 // rma/amo
 ucs_status_ptr_t rma_post(ucp_ep* ep, bool write, void* buf, size_t len, uint64_t raddr, ucp_rkey_h rkey,

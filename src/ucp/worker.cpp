@@ -107,7 +107,10 @@ void op_finish(ucp_worker* w, op* o, ucs_status_t st) noexcept {
   if (o->type == OP_KEEPALIVE && ep) ep->ka_inflight = false;
   if (st == UCS_OK && o->result_ptr) memcpy(o->result_ptr, &o->result, o->result_size);
   if ((o->flags & OPF_FREE_BOUNCE) && o->bounce) free(o->bounce);
-  if (o->flags & OPF_AM_ACK) am_read_done(w, o->bounce, st == UCS_OK);
+  if (o->flags & OPF_AM_ACK) {
+    am_read_done(w, o->bounce, st == UCS_OK);
+    if (st == UCS_OK && o->req && o->req->bounce) st = recv_dt_end(o->req, o->req->info.length);
+  }
   request* r = o->req;
   bool counted = o->flags & OPF_COUNTS;
   op_free(w, o);
