@@ -65,6 +65,7 @@ void old_am_fetched(request* r) {
   send_ats(w, c->ep_id, c->req_id, !ok);
   if (ok && c->am_id < w->am.size() && w->am[c->am_id].old_cb) {
     auto& h = w->am[c->am_id];
+    w->am_called = true;
     ucp_ep* reply = c->reply ? ep_lookup(w, c->ep_id) : nullptr;
     ucs_status_t st = h.old_cb(h.arg, c->data, c->len, reply, UCP_CB_PARAM_FLAG_DATA);
     if (st == UCS_INPROGRESS) {
@@ -136,6 +137,7 @@ void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total
       return;
     }
     auto* data = const_cast<uint8_t*>(header + f.hdr_len);
+    w->am_called = true;
     ucs_status_t st;
     if (h->cb) {
       ucp_am_recv_param_t prm{};
@@ -207,6 +209,7 @@ void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total
     send_ats(w, ep->id, static_cast<uint32_t>(f.aux), true);
     return;
   }
+  w->am_called = true;
   ucp_am_recv_param_t prm{};
   prm.recv_attr = UCP_AM_RECV_ATTR_FLAG_RNDV | (reply ? UCP_AM_RECV_ATTR_FIELD_REPLY_EP : 0);
   prm.reply_ep = reply;

@@ -161,6 +161,7 @@ void setup_peer_watch(ucp_ep* ep) {
   w->peer_mode_eps++;
   if (ep->peer.host == w->ctx->host_id && ep->peer.pid && ep->peer.uuid != w->uuid)
     ep->pidfd = pidfd_open_(ep->peer.pid);
+  WUCP_LOG(L_DEBUG, "endpoint %s: peer pid %u watched by pidfd %d", ep->name, ep->peer.pid, ep->pidfd);
 }
 
 void send_conn_rep(ucp_ep* ep, uint32_t dst) {

@@ -219,6 +219,7 @@ void cm_progress(ucp_worker* w) noexcept {
       fi_eq_err_entry err{};
       if (fi_eq_readerr(w->eq, &err, 0) != 1) return;
       ucp_ep* ep = cm_ep_of(w, err.fid);
+      WUCP_LOG(L_DEBUG, "cm: error event %d (%s) for %s", err.err, fi_strerror(err.err), ep ? ep->name : "?");
       if (ep) {
         bool rejected = err.err_data && err.err_data_size >= sizeof reject_marker &&
                         !memcmp(err.err_data, reject_marker, sizeof reject_marker);
@@ -231,6 +232,7 @@ void cm_progress(ucp_worker* w) noexcept {
     if (rc < static_cast<ssize_t>(sizeof(fi_eq_cm_entry))) return;
     auto* e = reinterpret_cast<fi_eq_cm_entry*>(buf);
     size_t datalen = static_cast<size_t>(rc) - sizeof(fi_eq_cm_entry);
+    WUCP_LOG(L_DEBUG, "cm: event %u, %zu bytes of private data", event, datalen);
     try {
       switch (event) {
         case FI_CONNREQ: on_connreq(w, e, datalen); break;

@@ -470,6 +470,7 @@ struct ucp_worker {
   wucp::link failed;        // endpoints whose error handler is due
   wucp::link stream_ready;  // endpoints with stream data
   std::vector<ucp_ep*> pend_list;  // endpoints with queued operations
+  std::vector<wucp::op*> ctrl_pending;  // control frames the provider pushed back
   uint32_t fence_epoch = 0;
   // active messages
   struct am_handler {
@@ -503,6 +504,7 @@ struct ucp_worker {
   size_t inflight = 0;
   std::vector<wucp::request*> flushes;
   bool in_progress = false;
+  bool am_called = false;  // an active-message callback ran in this progress call
   bool destroying = false;
 };
 

@@ -1,12 +1,12 @@
 // Small helpers of the UCP face: logging, clocks, status mapping, identity.
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdarg>
 #include <cstdio>
 #include <ctime>
-#include <random>
 
 #include "ucp_int.hpp"
 
@@ -62,17 +62,14 @@ ucs_status_t from_fi(int e) noexcept {
   }
 }
 
+// Worker identities must differ between a process and its forked children,
+// so no generator state is kept: every value comes from the kernel.
 uint64_t random64() noexcept {
-  static std::mutex m;
-  static std::mt19937_64 gen([] {
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid()) ^
-           static_cast<uint64_t>(now_s() * 1e9);
-  }());
-  std::lock_guard l(m);
-  uint64_t v;
-  do v = gen();
-  while (!v);
+  uint64_t v = 0;
+  while (!v) {
+    if (getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v))
+      v = static_cast<uint64_t>(now_s() * 1e9) ^ (static_cast<uint64_t>(getpid()) << 32);
+  }
   return v;
 }
 

@@ -215,7 +215,7 @@ int issue(ucp_worker* w, op* o) noexcept {
       m.datatype = static_cast<fi_datatype>(o->adt);
       m.op = static_cast<fi_op>(o->aop);
       m.context = ctx;
-      rc = fi_atomicmsg(fep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION | FI_INJECT);
+      rc = fi_atomicmsg(fep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION);  // the operand lives in the op
       break;
     }
     case OP_FATOMIC:
@@ -274,24 +274,21 @@ bool progress_pending(ucp_worker* w) noexcept {
   return any;
 }
 
-// A control frame that needs no completion (acknowledgements, replies).
+// A control frame that needs no completion (connection requests and replies,
+// acknowledgements). It is injected when it can be; otherwise it goes from a
+// copy, and when the provider pushes back (a peer not reached yet: libfabric's
+// shm maps a peer's region on first contact) it waits on the worker's control
+// queue, retried in order by progress. Never spins here: the peer may itself
+// be waiting for us.
 int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload, size_t len) noexcept {
-  uint8_t buf[512];
-  if (sizeof f + len <= sizeof buf && sizeof f + len <= tp->d->inject) {
+  ucp_worker* w = tp->w;
+  if (w->ctrl_pending.empty() && sizeof f + len <= tp->d->inject && sizeof f + len <= 512) {
+    uint8_t buf[512];
     memcpy(buf, &f, sizeof f);
     if (len) memcpy(buf + sizeof f, payload, len);
-    for (int i = 0; i < 1000; i++) {
-      ssize_t rc = fi_inject(tp->ep, buf, sizeof f + len, dest);
-      if (rc != -FI_EAGAIN) return static_cast<int>(rc);
-      fi_cq_tagged_entry e[cq_batch];
-      ssize_t n = fi_cq_read(tp->cq, e, cq_batch);
-      for (ssize_t k = 0; k < n; k++) tp->w->stash.emplace_back(tp, e[k]);
-    }
-    return -FI_EAGAIN;
+    ssize_t rc = fi_inject(tp->ep, buf, sizeof f + len, dest);
+    if (rc != -FI_EAGAIN) return static_cast<int>(rc);
   }
-  // Larger control frames (connection requests with an address) go as an
-  // operation with a copy; their completion frees it.
-  ucp_worker* w = tp->w;
   op* o = op_alloc(w);
   if (!o) return -FI_ENOMEM;
   o->type = OP_MSEND;
@@ -305,18 +302,35 @@ int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload,
   o->flags |= OPF_FREE_BOUNCE;
   memcpy(o->bounce, &f, sizeof f);
   if (len) memcpy(static_cast<uint8_t*>(o->bounce) + sizeof f, payload, len);
-  ssize_t rc;
-  int tries = 0;
-  while ((rc = fi_send(tp->ep, o->bounce, sizeof f + len, nullptr, dest, &o->fctx)) == -FI_EAGAIN && tries++ < 1000) {
-    fi_cq_tagged_entry e[cq_batch];
-    ssize_t n = fi_cq_read(tp->cq, e, cq_batch);
-    for (ssize_t k = 0; k < n; k++) w->stash.emplace_back(tp, e[k]);
+  o->iov[0] = {o->bounce, sizeof f + len};
+  o->niov = 1;
+  ssize_t rc = w->ctrl_pending.empty() ? fi_send(tp->ep, o->bounce, sizeof f + len, nullptr, dest, &o->fctx)
+                                       : -FI_EAGAIN;
+  if (rc == -FI_EAGAIN) {
+    try {
+      w->ctrl_pending.push_back(o);
+      return 0;
+    } catch (...) {
+      rc = -FI_ENOMEM;
+    }
   }
   if (rc) {
     free(o->bounce);
     op_free(w, o);
   }
   return static_cast<int>(rc);
+}
+
+bool progress_ctrl(ucp_worker* w) noexcept {
+  size_t i = 0;
+  for (; i < w->ctrl_pending.size(); i++) {
+    op* o = w->ctrl_pending[i];
+    ssize_t rc = fi_send(o->tp->ep, o->bounce, o->iov[0].iov_len, nullptr, o->dest, &o->fctx);
+    if (rc == -FI_EAGAIN) break;
+    if (rc) op_finish(w, o, from_fi(static_cast<int>(rc)));
+  }
+  w->ctrl_pending.erase(w->ctrl_pending.begin(), w->ctrl_pending.begin() + static_cast<long>(i));
+  return i > 0;
 }
 
 int send_frame(ucp_ep* ep, const frame& f, const void* p1, size_t l1, const void* p2, size_t l2, request* r,
@@ -596,22 +610,43 @@ unsigned progress(ucp_worker* w) noexcept {
       auto [tp, e] = w->stash[w->stash_pos++];
       dispatch(w, tp, e);
       n++;
+      if (w->am_called) {
+        w->am_called = false;
+        break;
+      }
     }
-    w->stash.clear();
-    w->stash_pos = 0;
+    if (w->stash_pos == w->stash.size()) {
+      w->stash.clear();
+      w->stash_pos = 0;
+    } else {
+      w->in_progress = was;
+      return n;
+    }
   }
   for (auto& tpp : w->tps) {
     iface* tp = tpp.get();
     fi_cq_tagged_entry e[cq_batch];
     ssize_t k = fi_cq_read(tp->cq, e, cq_batch);
     if (k > 0) {
-      for (ssize_t i = 0; i < k; i++) dispatch(w, tp, e[i]);
+      for (ssize_t i = 0; i < k; i++) {
+        dispatch(w, tp, e[i]);
+        if (w->am_called) [[unlikely]] {
+          // After an active-message callback the application gets control
+          // back before the next one (programs such as UCX's client/server
+          // example re-arm their handler state between messages).
+          w->am_called = false;
+          for (ssize_t j = i + 1; j < k; j++) w->stash.emplace_back(tp, e[j]);
+          break;
+        }
+      }
       n += static_cast<unsigned>(k);
     } else if (k == -FI_EAVAIL) [[unlikely]] {
       handle_cq_error(w, tp);
       n++;
     }
   }
+  if (!w->ctrl_pending.empty()) [[unlikely]]
+    n += progress_ctrl(w);
   if (!w->pend_list.empty()) [[unlikely]]
     n += progress_pending(w);
   if (!w->failed.empty()) [[unlikely]] {
@@ -764,6 +799,11 @@ UCP_EXPORT void ucp_worker_destroy(ucp_worker_h w) {
         cm_close_ep(ep);
         ep_free(ep);
       }
+    for (op* o : w->ctrl_pending) {
+      free(o->bounce);
+      op_free(w, o);
+    }
+    w->ctrl_pending.clear();
     // Every provider context dies with the endpoints.
     w->tps.clear();
     cm_destroy(w);
@@ -861,7 +901,8 @@ UCP_EXPORT ucs_status_t ucp_worker_arm(ucp_worker_h w) {
   if (!ensure_wakeup(w)) return UCS_ERR_IO_ERROR;
   drain(w->evfd);
   drain(w->tfd);
-  if (w->deferred_head || w->stash_pos < w->stash.size() || !w->failed.empty()) return UCS_ERR_BUSY;
+  if (w->deferred_head || w->stash_pos < w->stash.size() || !w->failed.empty() || !w->ctrl_pending.empty())
+    return UCS_ERR_BUSY;
   bool busy = false;
   for (auto& tp : w->tps) {
     fi_cq_tagged_entry e[cq_batch];

@@ -344,10 +344,29 @@ static const struct section sections[] = {
     {"datatype", datatype}, {"collectives", collectives},   {"rma", one_sided},
 };
 
+/* Prints the UCX libraries this process mapped (rank 0), so that a test can
+ * tell weft's from UCX's: with Open MPI they come in through its components. */
+static void print_maps(void) {
+  FILE* f = fopen("/proc/self/maps", "r");
+  if (!f) return;
+  char line[4096], last[4096] = "";
+  while (fgets(line, sizeof line, f)) {
+    char* p = strchr(line, '/');
+    if (!p || (!strstr(p, "/libucp.so") && !strstr(p, "/libucs.so") && !strstr(p, "/libuct.so") &&
+               !strstr(p, "/libucm.so") && !strstr(p, "/libfabric.so")))
+      continue;
+    if (!strcmp(p, last)) continue;
+    snprintf(last, sizeof last, "%s", p);
+    printf("mapped: %s", p);
+  }
+  fclose(f);
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (rank == 0 && getenv("MPI_SUITE_MAPS")) print_maps();
   for (unsigned i = 0; i < sizeof sections / sizeof sections[0]; i++) {
     int run = argc < 2;
     for (int a = 1; a < argc; a++) run |= !strcmp(argv[a], sections[i].name);
