@@ -807,6 +807,15 @@ UCP_EXPORT void ucp_worker_destroy(ucp_worker_h w) {
     // Every provider context dies with the endpoints.
     w->tps.clear();
     cm_destroy(w);
+    // Operations the providers never completed: what they held goes now.
+    for (auto& chunk : w->op_chunks)
+      for (size_t i = 0; i < op_chunk; i++) {
+        op* o = &chunk[i];
+        if (o->type == OP_FREE) continue;
+        if ((o->flags & OPF_FREE_BOUNCE) && o->bounce) free(o->bounce);
+        if (o->flags & OPF_AM_ACK) am_read_done(w, o->bounce, false);
+        o->type = OP_FREE;
+      }
     if (w->eq) fi_close(&w->eq->fid);
     if (w->cm_fabric) fi_close(&w->cm_fabric->fid);
     if (w->cm_info) fi_freeinfo(w->cm_info);
