@@ -82,6 +82,7 @@ void ep_free(ucp_ep* ep) noexcept {
   ep->state = EP_CLOSED;
   try {
     w->graveyard.push_back(ep);
+    w->attn = true;
   } catch (...) {
   }
 }
@@ -128,6 +129,7 @@ void ep_fail(ucp_ep* ep, ucs_status_t st) noexcept {
   if (ep->err_mode == UCP_ERR_HANDLING_MODE_PEER && (ep->flags & EPF_USER) && ep->err_handler.cb &&
       !(ep->flags & EPF_ERR_NOTIFIED))
     w->failed.push_back(&ep->fail_link);
+  w->attn = true;
 }
 
 void run_failed(ucp_worker* w) noexcept {
@@ -159,6 +161,7 @@ void setup_peer_watch(ucp_ep* ep) {
   ucp_worker* w = ep->w;
   if (ep->err_mode != UCP_ERR_HANDLING_MODE_PEER) return;
   w->peer_mode_eps++;
+  w->attn = true;
   if (ep->peer.host == w->ctx->host_id && ep->peer.pid && ep->peer.uuid != w->uuid)
     ep->pidfd = pidfd_open_(ep->peer.pid);
   WUCP_LOG(L_DEBUG, "endpoint %s: peer pid %u watched by pidfd %d", ep->name, ep->peer.pid, ep->pidfd);

@@ -300,7 +300,9 @@ ucs_status_t cm_connect(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out) {
   }
   w->cm_eps.push_back(ep);
   w->cm_users++;
+  w->attn = true;
   if (ep->err_mode == UCP_ERR_HANDLING_MODE_PEER) w->peer_mode_eps++;
+  w->attn = true;
   *out = ep;
   return UCS_OK;
 }
@@ -352,8 +354,10 @@ ucs_status_t cm_accept(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out) {
   delete cr;
   w->cm_eps.push_back(ep);
   w->cm_users++;
+  w->attn = true;
   if (ep->err_mode == UCP_ERR_HANDLING_MODE_PEER) {
     w->peer_mode_eps++;
+  w->attn = true;
   }
   ep_connected(ep, h.ep_id);
   *out = ep;
@@ -397,6 +401,7 @@ UCP_EXPORT ucs_status_t ucp_listener_create(ucp_worker_h w, const ucp_listener_p
     fi_getname(&l->pep->fid, &l->sa, &len);
     w->listeners.push_back(l.get());
     w->cm_users++;
+  w->attn = true;
     *listener_p = reinterpret_cast<ucp_listener_h>(l.release());
     return UCS_OK;
   } catch (...) {

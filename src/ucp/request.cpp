@@ -26,36 +26,11 @@ void grow_pool(ucp_worker* w) {
 }
 }  // namespace
 
-request* req_alloc(ucp_worker* w) noexcept {
-  if (!w->req_free) [[unlikely]] {
-    try {
-      grow_pool(w);
-    } catch (...) {
-      return nullptr;
-    }
+void req_pool_grow(ucp_worker* w) noexcept {
+  try {
+    grow_pool(w);
+  } catch (...) {
   }
-  request* r = w->req_free;
-  w->req_free = r->next_free;
-  r->next_free = nullptr;
-  r->flags = 0;
-  r->status = UCS_INPROGRESS;
-  r->pending = 0;
-  r->id = 0;
-  r->w = w;
-  r->ep = nullptr;
-  r->cbk = CB_NONE;
-  r->cb = nullptr;
-  r->user_data = nullptr;
-  r->info = {};
-  r->length_out = nullptr;
-  r->info_out = nullptr;
-  r->bounce = nullptr;
-  r->bounce_len = 0;
-  r->got = r->want = 0;
-  r->aux = nullptr;
-  r->mr = nullptr;
-  r->g_state = nullptr;
-  return r;
 }
 
 // A request in the application's memory: the UCP part lies before it.
@@ -63,7 +38,7 @@ request* req_from_param(ucp_worker* w, const ucp_request_param_t* p) noexcept {
   if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_REQUEST)) {
     if (!p->request) return nullptr;
     request* r = request::of(p->request);
-    new (r) request();
+    new (r) request();  // never used as a provider context (see OP_TRECV_REQ)
     r->flags = RF_EXTERNAL;
     r->w = w;
     return r;
@@ -91,7 +66,6 @@ void req_set_cb(request* r, const ucp_request_param_t* p, uint8_t nbx_kind) noex
   }
 }
 
-namespace {
 void call_cb(request* r) noexcept {
   void* h = r->user();
   switch (r->cbk) {
@@ -111,16 +85,6 @@ void call_cb(request* r) noexcept {
     case CB_INTERNAL: reinterpret_cast<void (*)(request*)>(r->cb)(r); break;
     default: break;
   }
-}
-}  // namespace
-
-void req_maybe_release(request* r) noexcept {
-  if ((r->flags & (RF_COMPLETED | RF_RELEASED)) != (RF_COMPLETED | RF_RELEASED)) return;
-  if (r->pending || (r->flags & (RF_EXTERNAL | RF_DEFERRED))) return;
-  ucp_worker* w = r->w;
-  r->flags = 0;
-  r->next_free = w->req_free;
-  w->req_free = r;
 }
 
 void req_complete(request* r, ucs_status_t st) noexcept {
@@ -158,6 +122,7 @@ void req_complete(request* r, ucs_status_t st) noexcept {
       if (w->deferred_tail) w->deferred_tail->next_free = r;
       else w->deferred_head = r;
       w->deferred_tail = r;
+      w->attn = true;
       return;
     }
     call_cb(r);

@@ -125,6 +125,33 @@ ucs_status_ptr_t tag_recv(ucp_worker* w, void* buf, size_t count, ucp_tag_t tag,
   if (!w) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   worker_guard g(w);
   ucp_datatype_t dt = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
+  // Hot path: a contiguous receive into a request from the pool.
+  if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_CONTIG && !claimed && !old_cb &&
+      !(p && (p->op_attr_mask & (UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO)))) [[likely]] {
+    size_t len = (dt >> UCP_DATATYPE_SHIFT) * count;
+    if ((buf || !len) && (dt >> UCP_DATATYPE_SHIFT) <= SIZE_MAX / (count ? count : 1)) [[likely]] {
+      request* r = req_alloc(w);
+      if (r) [[likely]] {
+        r->kind = RK_TAG_RECV;
+        if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_CALLBACK) && p->cb.recv) {
+          r->cbk = CB_TAG_RECV_NBX;
+          r->cb = reinterpret_cast<void*>(p->cb.recv);
+        }
+        if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_USER_DATA)) r->user_data = p->user_data;
+        iface* tp = w->tp0;
+        r->ctx_type = OP_TRECV_REQ;
+        r->pending = 1;
+        ssize_t rc = fi_trecv(tp->ep, buf, len, nullptr, FI_ADDR_UNSPEC, tag, ~mask, &r->fctx);
+        if (rc == 0) [[likely]]
+          return req_return(r);
+        // back-pressure or an error: the general path below retries or reports
+        r->ctx_type = 0;
+        r->pending = 0;
+        r->flags |= RF_RELEASED | RF_COMPLETED;
+        req_maybe_release(r);
+      }
+    }
+  }
   dt_view v;
   if (!dt_describe(dt, buf, count, v, false)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   request* r = req_from_param(w, p);
@@ -190,6 +217,8 @@ ucs_status_ptr_t tag_recv(ucp_worker* w, void* buf, size_t count, ucp_tag_t tag,
   return req_return(r);
 }
 
+}  // namespace
+
 void send_sync_ack(ucp_worker* w, uint64_t data) noexcept {
   ucp_ep* ep = ep_lookup(w, static_cast<uint32_t>(data >> 32) & 0x7fffffff);
   if (!ep || ep->state != EP_CONNECTED) return;
@@ -200,8 +229,6 @@ void send_sync_ack(ucp_worker* w, uint64_t data) noexcept {
   f.aux = data & 0xffffffffu;
   send_ctrl_to(ep->tp, ep->dest, f, nullptr, 0);
 }
-
-}  // namespace
 
 void trecv_done(ucp_worker* w, op* o, const fi_cq_tagged_entry& e) noexcept {
   ucs_status_t st = UCS_OK;
@@ -314,7 +341,10 @@ UCP_EXPORT ucp_tag_message_h ucp_tag_probe_nb(ucp_worker_h w, ucp_tag_t tag, ucp
     ssize_t k = fi_cq_read(tp->cq, e, 16);
     for (ssize_t i = 0; i < k; i++) {
       if (e[i].op_context == &o->fctx) dispatch(w, tp, e[i]);
-      else w->stash.emplace_back(tp, e[i]);
+      else {
+        w->stash.emplace_back(tp, e[i]);
+        w->attn = true;
+      }
     }
     if (k == -FI_EAVAIL) handle_cq_error(w, tp);
   }
@@ -366,6 +396,10 @@ UCP_EXPORT void ucp_request_cancel(ucp_worker_h worker, void* req) {
   worker_guard g(worker);
   request* r = request::of(req);
   if (r->flags & RF_COMPLETED) return;
+  if (r->kind == RK_TAG_RECV && r->ctx_type == OP_TRECV_REQ) {
+    fi_cancel(&worker->tp0->ep->fid, &r->fctx);
+    return;
+  }
   if (r->kind == RK_TAG_RECV) {
     auto* o = static_cast<op*>(r->aux);
     if (o && o->type == OP_TRECV && o->req == r) fi_cancel(&o->tp->ep->fid, &o->fctx);

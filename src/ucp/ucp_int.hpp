@@ -137,6 +137,11 @@ struct ucp_dt_info;
 // The UCP request: it lies just before the application's request_size bytes,
 // which is what the handle returned to the application points at.
 struct alignas(16) request {
+  // A contiguous tag receive from the pool hands this context to the
+  // provider itself (no separate op): the byte after it says so (OP_TRECV_REQ),
+  // at the same offset as op::type.
+  fi_context2 fctx;
+  uint8_t ctx_type = 0;
   uint16_t flags = 0;
   ucs_status_t status = UCS_INPROGRESS;
   uint8_t kind = RK_SEND;
@@ -185,6 +190,7 @@ enum op_type : uint8_t {
   OP_ATOMIC,
   OP_FATOMIC,  // fetching/compare atomics
   OP_KEEPALIVE,
+  OP_TRECV_REQ,  // the context is a request's (a contiguous tag receive)
 };
 enum op_flags : uint16_t {
   OPF_ON_EP = 1,      // linked on ep->ops
@@ -231,6 +237,7 @@ struct op {
   alignas(8) uint8_t hdr[64];  // frame header lives here while the send is in flight
   static op* of(void* ctx) noexcept { return static_cast<op*>(ctx); }
 };
+static_assert(offsetof(op, type) == sizeof(fi_context2) && offsetof(request, ctx_type) == sizeof(fi_context2));
 
 // A posted buffer for frames (FI_MSG).
 struct rx_buf {
@@ -433,6 +440,11 @@ struct ucp_mem {
 };
 
 struct ucp_worker {
+  // hot: what ucp_worker_progress looks at first
+  bool attn = false;  // something besides completions needs progress (see progress())
+  bool in_progress = false;
+  bool am_called = false;  // an active-message callback ran in this progress call
+  wucp::iface* tp0 = nullptr;
   ucp_context* ctx = nullptr;
   bool mt = false;
   std::recursive_mutex mtx;
@@ -503,8 +515,6 @@ struct ucp_worker {
   size_t peer_mode_eps = 0;
   size_t inflight = 0;
   std::vector<wucp::request*> flushes;
-  bool in_progress = false;
-  bool am_called = false;  // an active-message callback ran in this progress call
   bool destroying = false;
 };
 
@@ -546,11 +556,11 @@ uint64_t random64() noexcept;
 uint64_t host_identity() noexcept;
 
 // requests (request.cpp)
-request* req_alloc(ucp_worker* w) noexcept;
+void req_pool_grow(ucp_worker* w) noexcept;
+void call_cb(request* r) noexcept;
 request* req_from_param(ucp_worker* w, const ucp_request_param_t* p) noexcept;
 void req_set_cb(request* r, const ucp_request_param_t* p, uint8_t nbx_kind) noexcept;
 void req_complete(request* r, ucs_status_t st) noexcept;
-void req_maybe_release(request* r) noexcept;
 void run_deferred(ucp_worker* w) noexcept;
 ucs_status_ptr_t req_return(request* r) noexcept;  // the handle to give the application
 uint32_t rmap_add(ucp_worker* w, request* r);
@@ -561,14 +571,13 @@ ucs_status_ptr_t imm_complete(ucp_worker* w, const ucp_request_param_t* p, ucs_s
 void req_pool_destroy(ucp_worker* w) noexcept;
 
 // ops (worker.cpp)
-op* op_alloc(ucp_worker* w) noexcept;
-void op_free(ucp_worker* w, op* o) noexcept;
+void op_pool_grow(ucp_worker* w) noexcept;
 void op_attach(op* o, ucp_ep* ep, request* r, bool counts) noexcept;
 void op_finish(ucp_worker* w, op* o, ucs_status_t st) noexcept;  // detach from ep/req, update flush, free
 void req_op_done(request* r, ucs_status_t st) noexcept;
 unsigned progress(ucp_worker* w) noexcept;
+unsigned progress_full(ucp_worker* w) noexcept;
 void bury(ucp_worker* w) noexcept;
-void op_free(ucp_worker* w, op* o) noexcept;
 int cq_read_some(iface* tp, fi_cq_tagged_entry* e, size_t n, bool* err) noexcept;
 void handle_cq_error(ucp_worker* w, iface* tp) noexcept;
 void dispatch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry& e) noexcept;
@@ -576,6 +585,7 @@ void check_flushes(ucp_worker* w, ucp_ep* ep) noexcept;
 void ep_close_progress(ucp_ep* ep) noexcept;
 void trecv_done(ucp_worker* w, op* o, const fi_cq_tagged_entry& e) noexcept;
 void sync_acked(ucp_worker* w, const frame& f) noexcept;
+void send_sync_ack(ucp_worker* w, uint64_t data) noexcept;
 void stream_cancel(request* r) noexcept;
 void am_read_done(ucp_worker* w, void* desc, bool ok) noexcept;
 void am_release_all(ucp_worker* w) noexcept;
@@ -655,5 +665,91 @@ ucs_status_t wait_ptr(ucp_worker* w, ucs_status_ptr_t p) noexcept;
 
 // perf measurements for evaluate_perf
 void measure_transport(domain_tp* d) noexcept;
+
+// ---------------------------------------------------------------- hot inline helpers
+// Pools: a free list; growth is out of line.
+inline request* req_alloc(ucp_worker* w) noexcept {
+  if (!w->req_free) [[unlikely]] {
+    req_pool_grow(w);
+    if (!w->req_free) return nullptr;
+  }
+  request* r = w->req_free;
+  w->req_free = r->next_free;
+  r->next_free = nullptr;
+  r->flags = 0;
+  r->status = UCS_INPROGRESS;
+  r->pending = 0;
+  r->id = 0;
+  r->w = w;
+  r->ep = nullptr;
+  r->cbk = CB_NONE;
+  r->cb = nullptr;
+  r->user_data = nullptr;
+  r->info = {};
+  r->length_out = nullptr;
+  r->info_out = nullptr;
+  r->bounce = nullptr;
+  r->bounce_len = 0;
+  r->got = r->want = 0;
+  r->aux = nullptr;
+  r->mr = nullptr;
+  r->g_state = nullptr;
+  return r;
+}
+
+inline void req_maybe_release(request* r) noexcept {
+  if ((r->flags & (RF_COMPLETED | RF_RELEASED)) != (RF_COMPLETED | RF_RELEASED)) return;
+  if (r->pending || (r->flags & (RF_EXTERNAL | RF_DEFERRED))) return;
+  ucp_worker* w = r->w;
+  r->flags = 0;
+  r->next_free = w->req_free;
+  w->req_free = r;
+}
+
+inline op* op_alloc(ucp_worker* w) noexcept {
+  if (!w->op_free) [[unlikely]] {
+    op_pool_grow(w);
+    if (!w->op_free) return nullptr;
+  }
+  op* o = w->op_free;
+  w->op_free = o->next_free;
+  o->next_free = nullptr;
+  o->flags = 0;
+  o->niov = 0;
+  o->req = nullptr;
+  o->ep = nullptr;
+  o->tp = nullptr;
+  o->bounce = nullptr;
+  o->mr = nullptr;
+  o->result_ptr = nullptr;
+  o->data = 0;
+  return o;
+}
+
+inline void op_free(ucp_worker* w, op* o) noexcept {
+  o->type = OP_FREE;
+  o->next_free = w->op_free;
+  w->op_free = o;
+}
+
+// Completion of a request that holds nothing (a contiguous tag receive): the
+// general req_complete without its releases.
+inline void req_complete_plain(request* r) noexcept {
+  r->status = UCS_OK;
+  if (r->info_out) [[unlikely]]
+    *r->info_out = r->info;
+  if (r->length_out) [[unlikely]]
+    *r->length_out = r->info.length;
+  r->flags |= RF_COMPLETED;
+  if (r->cbk != CB_NONE) {
+    if (!r->w->in_progress) [[unlikely]] {
+      r->flags &= ~RF_COMPLETED;
+      req_complete(r, UCS_OK);
+      return;
+    }
+    call_cb(r);
+  }
+  req_maybe_release(r);
+}
 
 }  // namespace wucp

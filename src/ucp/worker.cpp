@@ -30,38 +30,16 @@ iface::~iface() {
 }
 
 // ---------------------------------------------------------------- ops
-op* op_alloc(ucp_worker* w) noexcept {
-  if (!w->op_free) [[unlikely]] {
-    try {
-      auto chunk = std::make_unique<op[]>(op_chunk);
-      for (size_t i = 0; i < op_chunk; i++) {
-        chunk[i].next_free = w->op_free;
-        w->op_free = &chunk[i];
-      }
-      w->op_chunks.push_back(std::move(chunk));
-    } catch (...) {
-      return nullptr;
+void op_pool_grow(ucp_worker* w) noexcept {
+  try {
+    auto chunk = std::make_unique<op[]>(op_chunk);
+    for (size_t i = 0; i < op_chunk; i++) {
+      chunk[i].next_free = w->op_free;
+      w->op_free = &chunk[i];
     }
+    w->op_chunks.push_back(std::move(chunk));
+  } catch (...) {
   }
-  op* o = w->op_free;
-  w->op_free = o->next_free;
-  o->next_free = nullptr;
-  o->flags = 0;
-  o->niov = 0;
-  o->req = nullptr;
-  o->ep = nullptr;
-  o->tp = nullptr;
-  o->bounce = nullptr;
-  o->mr = nullptr;
-  o->result_ptr = nullptr;
-  o->data = 0;
-  return o;
-}
-
-void op_free(ucp_worker* w, op* o) noexcept {
-  o->type = OP_FREE;
-  o->next_free = w->op_free;
-  w->op_free = o;
 }
 
 void op_attach(op* o, ucp_ep* ep, request* r, bool counts) noexcept {
@@ -139,6 +117,7 @@ void ensure_pending(ucp_ep* ep) noexcept {
   if (ep->on_pend_list) return;
   try {
     ep->w->pend_list.push_back(ep);
+    ep->w->attn = true;
     ep->on_pend_list = true;
   } catch (...) {
   }
@@ -309,6 +288,7 @@ int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload,
   if (rc == -FI_EAGAIN) {
     try {
       w->ctrl_pending.push_back(o);
+      w->attn = true;
       return 0;
     } catch (...) {
       rc = -FI_ENOMEM;
@@ -547,6 +527,15 @@ void handle_cq_error(ucp_worker* w, iface* tp) noexcept {
       }
       op_finish(w, o, st);
       return;
+    case OP_TRECV_REQ: {
+      auto* r = reinterpret_cast<request*>(err.op_context);
+      r->ctx_type = 0;
+      r->info.sender_tag = err.tag;
+      r->info.length = err.len;
+      r->pending = 0;
+      req_complete(r, st);
+      return;
+    }
     case OP_TPEEK:
       o->flags |= OPF_PEEK_DONE;
       o->data = err.err;
@@ -565,6 +554,18 @@ void dispatch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry& e) noexcept {
   op* o = op::of(e.op_context);
   if (!o) return;
   switch (o->type) {
+    case OP_TRECV_REQ: {
+      // Hot path: a contiguous receive whose request holds the context.
+      auto* r = reinterpret_cast<request*>(e.op_context);
+      r->ctx_type = 0;
+      r->info.sender_tag = e.tag;
+      r->info.length = e.len;
+      r->pending = 0;
+      if ((e.flags & FI_REMOTE_CQ_DATA) && (e.data >> 63)) [[unlikely]]
+        send_sync_ack(w, e.data);
+      req_complete_plain(r);
+      break;
+    }
     case OP_TRECV: trecv_done(w, o, e); break;
     case OP_MRECV:
       tp->rx_posted--;
@@ -597,7 +598,7 @@ void bury(ucp_worker* w) noexcept {
   }
 }
 
-unsigned progress(ucp_worker* w) noexcept {
+unsigned progress_full(ucp_worker* w) noexcept {
   unsigned n = 0;
   bool was = w->in_progress;
   w->in_progress = true;
@@ -636,6 +637,7 @@ unsigned progress(ucp_worker* w) noexcept {
           // example re-arm their handler state between messages).
           w->am_called = false;
           for (ssize_t j = i + 1; j < k; j++) w->stash.emplace_back(tp, e[j]);
+          w->attn = true;
           break;
         }
       }
@@ -662,7 +664,47 @@ unsigned progress(ucp_worker* w) noexcept {
   w->in_progress = was;
   if (!was && !w->graveyard.empty()) [[unlikely]]
     bury(w);
+  w->attn = w->tps.size() > 1 || w->deferred_head || w->stash_pos < w->stash.size() || !w->ctrl_pending.empty() ||
+            !w->pend_list.empty() || !w->failed.empty() || w->cm_users || w->peer_mode_eps || !w->graveyard.empty();
   return n;
+}
+
+// The common case, one transport and nothing but completions to look at, in
+// a few instructions; anything else (queued work, failures, connection
+// management, keepalive, deferred callbacks) sets w->attn and takes the
+// full path.
+unsigned progress(ucp_worker* w) noexcept {
+  if (w->attn) [[unlikely]]
+    return progress_full(w);
+  iface* tp = w->tp0;
+  fi_cq_tagged_entry e[cq_batch];
+  ssize_t k = fi_cq_read(tp->cq, e, cq_batch);
+  if (k <= 0) [[likely]] {
+    if (k == -FI_EAVAIL) [[unlikely]] {
+      bool was = w->in_progress;
+      w->in_progress = true;
+      handle_cq_error(w, tp);
+      w->in_progress = was;
+      if (w->attn) progress_full(w);
+      return 1;
+    }
+    return 0;
+  }
+  bool was = w->in_progress;
+  w->in_progress = true;
+  for (ssize_t i = 0; i < k; i++) {
+    dispatch(w, tp, e[i]);
+    if (w->am_called) [[unlikely]] {
+      w->am_called = false;
+      for (ssize_t j = i + 1; j < k; j++) w->stash.emplace_back(tp, e[j]);
+      w->attn = true;
+      break;
+    }
+  }
+  w->in_progress = was;
+  if (w->attn) [[unlikely]]
+    progress_full(w);
+  return static_cast<unsigned>(k);
 }
 
 // Endpoints in error-handling mode PEER learn of a dead peer without traffic:
@@ -771,6 +813,8 @@ UCP_EXPORT ucs_status_t ucp_worker_create(ucp_context_h context, const ucp_worke
       return UCS_ERR_NO_DEVICE;
     }
     make_address(w.get());
+    w->tp0 = w->tps[0].get();
+    w->attn = w->tps.size() > 1;
     w->stash.reserve(64);
     if (params->field_mask & UCP_WORKER_PARAM_FIELD_EVENT_FD) {
       if (!(context->features & UCP_FEATURE_WAKEUP)) return UCS_ERR_INVALID_PARAM;
@@ -918,6 +962,7 @@ UCP_EXPORT ucs_status_t ucp_worker_arm(ucp_worker_h w) {
     ssize_t k = fi_cq_read(tp->cq, e, cq_batch);
     if (k > 0) {
       for (ssize_t i = 0; i < k; i++) w->stash.emplace_back(tp.get(), e[i]);
+      w->attn = true;
       busy = true;
     } else if (k == -FI_EAVAIL) {
       busy = true;
