@@ -82,8 +82,7 @@ static int cmp_double(const void* a, const void* b) {
 static double tsc_hz(void) {
   double t0 = now();
   uint64_t c0 = __builtin_ia32_rdtsc();
-  while (now() - t0 < 0.02) {
-  }
+  while (now() - t0 < 0.02) {}
   return (double)(__builtin_ia32_rdtsc() - c0) / (now() - t0);
 }
 
@@ -145,7 +144,8 @@ static void tag_bw(size_t size, long iters, int window) {
   for (long r = -1; r < rounds; r++) {
     if (r == 0) t0 = now();
     for (int k = 0; k < window; k++)
-      reqs[k] = is_child ? ucp_tag_recv_nbx(worker, buf, size, 3, ~0ull, &p) : ucp_tag_send_nbx(ep, buf, size, 3, &p);
+      reqs[k] = is_child ? ucp_tag_recv_nbx(worker, buf, size, 3, ~0ull, &p)
+                         : ucp_tag_send_nbx(ep, buf, size, 3, &p);
     for (int k = 0; k < window; k++) wait_req(reqs[k]);
     /* the receiver says it has the whole window */
     if (is_child)
@@ -165,7 +165,8 @@ static void tag_bw(size_t size, long iters, int window) {
 
 static void put_bw(size_t size, long iters, int window) {
   ucp_mem_map_params_t mp = {0};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_ADDRESS;
+  mp.field_mask =
+      UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_ADDRESS;
   mp.length = size;
   mp.flags = UCP_MEM_MAP_ALLOCATE;
   mp.address = NULL;
@@ -240,15 +241,22 @@ int main(int argc, char** argv) {
   long iters = 0;
   int window = 64, cpu_a = -1, cpu_b = -1;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-t") && i + 1 < argc) test = argv[++i];
-    else if (!strcmp(argv[i], "-s") && i + 1 < argc) size = strtoull(argv[++i], NULL, 0);
-    else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = strtol(argv[++i], NULL, 0);
-    else if (!strcmp(argv[i], "-w") && i + 1 < argc) window = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--cpus") && i + 1 < argc) sscanf(argv[++i], "%d,%d", &cpu_a, &cpu_b);
-    else if (!strcmp(argv[i], "--check")) check = 1;
+    if (!strcmp(argv[i], "-t") && i + 1 < argc)
+      test = argv[++i];
+    else if (!strcmp(argv[i], "-s") && i + 1 < argc)
+      size = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "-n") && i + 1 < argc)
+      iters = strtol(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "-w") && i + 1 < argc)
+      window = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cpus") && i + 1 < argc)
+      sscanf(argv[++i], "%d,%d", &cpu_a, &cpu_b);
+    else if (!strcmp(argv[i], "--check"))
+      check = 1;
     else {
-      fprintf(stderr, "usage: ucp-perf [-t tag_lat|tag_bw|put_bw|all] [-s SIZE] [-n ITERS] [-w WINDOW] "
-                      "[--cpus A,B] [--check]\n");
+      fprintf(stderr,
+              "usage: ucp-perf [-t tag_lat|tag_bw|put_bw|all] [-s SIZE] [-n ITERS] [-w WINDOW] "
+              "[--cpus A,B] [--check]\n");
       return 2;
     }
   }
@@ -258,8 +266,10 @@ int main(int argc, char** argv) {
     sched_getaffinity(0, sizeof set, &set);
     for (int c = 0; c < CPU_SETSIZE && cpu_b < 0; c++)
       if (CPU_ISSET(c, &set)) {
-        if (cpu_a < 0) cpu_a = c;
-        else cpu_b = c;
+        if (cpu_a < 0)
+          cpu_a = c;
+        else
+          cpu_b = c;
       }
     if (cpu_b < 0) cpu_b = cpu_a;
   }

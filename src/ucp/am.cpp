@@ -102,19 +102,32 @@ void frame_recv(ucp_worker* w, iface* tp, rx_buf* b, size_t len) noexcept {
       }
     }
     switch (f.type) {
-      case F_CONN_REQ: ep_conn_req(w, tp, f, payload, plen); break;
-      case F_CONN_REP: ep_conn_rep(w, f); break;
-      case F_SYNC_ACK: sync_acked(w, f); break;
+      case F_CONN_REQ:
+        ep_conn_req(w, tp, f, payload, plen);
+        break;
+      case F_CONN_REP:
+        ep_conn_rep(w, f);
+        break;
+      case F_SYNC_ACK:
+        sync_acked(w, f);
+        break;
       case F_AM:
-      case F_AM_RTS: am_handle(w, tp, b, f, len); break;
-      case F_AM_ATS: am_ats(w, f); break;
+      case F_AM_RTS:
+        am_handle(w, tp, b, f, len);
+        break;
+      case F_AM_ATS:
+        am_ats(w, f);
+        break;
       case F_STREAM: {
         ucp_ep* ep = ep_lookup(w, f.dst);
         if (ep && ep->remote_id == f.src && f.len == plen) stream_handle(w, ep, payload, plen);
         break;
       }
-      case F_CLOSE: ep_remote_closed(w, f); break;
-      default: break;  // keepalive, or a frame this version does not know
+      case F_CLOSE:
+        ep_remote_closed(w, f);
+        break;
+      default:
+        break;  // keepalive, or a frame this version does not know
     }
   }
   if (!b->held && !w->destroying) post_rx(tp, b);
@@ -150,8 +163,7 @@ void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total
     if (st == UCS_INPROGRESS) {
       try {
         hold_rx(w, tp, b, data);
-      } catch (...) {
-      }
+      } catch (...) {}
     }
     return;
   }
@@ -164,8 +176,8 @@ void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total
   }
   if (h->old_cb) {
     // Old handlers get whole messages: fetch first, call when it is here.
-    auto* c = new (std::nothrow) old_am_ctx{f.am_id, ep->id, static_cast<uint32_t>(f.aux), reply != nullptr,
-                                            malloc(f.len ? f.len : 1), f.len};
+    auto* c = new (std::nothrow) old_am_ctx{
+        f.am_id, ep->id, static_cast<uint32_t>(f.aux), reply != nullptr, malloc(f.len ? f.len : 1), f.len};
     request* r = c && c->data ? req_alloc(w) : nullptr;
     op* o = r ? op_alloc(w) : nullptr;
     if (!o) {
@@ -188,8 +200,10 @@ void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total
     o->dest = ep->dest;
     op_attach(o, ep, r, false);
     int rc = issue(w, o);
-    if (rc == -FI_EAGAIN) enqueue(ep, o);
-    else if (rc < 0) op_finish(w, o, from_fi(rc));
+    if (rc == -FI_EAGAIN)
+      enqueue(ep, o);
+    else if (rc < 0)
+      op_finish(w, o, from_fi(rc));
     return;
   }
   auto* d = new (std::nothrow) rndv_desc();
@@ -229,18 +243,22 @@ void am_ats(ucp_worker* w, const frame& f) noexcept {
   rmap_take(w, r->id);
   r->id = 0;
   r->flags &= ~RF_WAIT_ACK;
-  if (!r->pending && !(r->flags & RF_COMPLETED)) req_complete(r, r->status == UCS_INPROGRESS ? UCS_OK : r->status);
+  if (!r->pending && !(r->flags & RF_COMPLETED))
+    req_complete(r, r->status == UCS_INPROGRESS ? UCS_OK : r->status);
 }
 
 namespace {
 
-ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hlen, const void* buffer, size_t count,
-                         const ucp_request_param_t* p, ucp_send_callback_t old_cb, bool reply_flag) noexcept {
+ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hlen, const void* buffer,
+                         size_t count, const ucp_request_param_t* p, ucp_send_callback_t old_cb,
+                         bool reply_flag) noexcept {
   if (!ep || (hlen && !header)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   ucp_worker* w = ep->w;
   worker_guard g(w);
-  if (ep->state >= EP_FAILED) return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
-  ucp_datatype_t dt = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
+  if (ep->state >= EP_FAILED)
+    return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
+  ucp_datatype_t dt =
+      (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
   uint32_t flags = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_FLAGS)) ? p->flags : 0;
   dt_view v;
   if (!dt_describe(dt, buffer, count, v, true)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
@@ -326,8 +344,8 @@ ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hle
 
 using namespace wucp;
 
-UCP_EXPORT ucs_status_t ucp_worker_set_am_handler(ucp_worker_h w, uint16_t id, ucp_am_callback_t cb, void* arg,
-                                                  uint32_t flags) {
+UCP_EXPORT ucs_status_t ucp_worker_set_am_handler(ucp_worker_h w, uint16_t id, ucp_am_callback_t cb,
+                                                  void* arg, uint32_t flags) {
   if (!w) return UCS_ERR_INVALID_PARAM;
   if (!(w->ctx->features & UCP_FEATURE_AM)) return UCS_ERR_INVALID_PARAM;
   worker_guard g(w);
@@ -343,7 +361,8 @@ UCP_EXPORT ucs_status_t ucp_worker_set_am_handler(ucp_worker_h w, uint16_t id, u
 UCP_EXPORT ucs_status_t ucp_worker_set_am_recv_handler(ucp_worker_h w, const ucp_am_handler_param_t* param) {
   if (!w || !param) return UCS_ERR_INVALID_PARAM;
   if (!(w->ctx->features & UCP_FEATURE_AM)) return UCS_ERR_INVALID_PARAM;
-  if (!(param->field_mask & UCP_AM_HANDLER_PARAM_FIELD_ID) || !(param->field_mask & UCP_AM_HANDLER_PARAM_FIELD_CB))
+  if (!(param->field_mask & UCP_AM_HANDLER_PARAM_FIELD_ID) ||
+      !(param->field_mask & UCP_AM_HANDLER_PARAM_FIELD_CB))
     return UCS_ERR_INVALID_PARAM;
   if (param->id > 0xffff) return UCS_ERR_INVALID_PARAM;
   uint32_t flags = (param->field_mask & UCP_AM_HANDLER_PARAM_FIELD_FLAGS) ? param->flags : 0;
@@ -354,13 +373,14 @@ UCP_EXPORT ucs_status_t ucp_worker_set_am_recv_handler(ucp_worker_h w, const ucp
   } catch (...) {
     return UCS_ERR_NO_MEMORY;
   }
-  w->am[param->id] = {param->cb, nullptr, (param->field_mask & UCP_AM_HANDLER_PARAM_FIELD_ARG) ? param->arg : nullptr,
-                      flags};
+  w->am[param->id] = {param->cb, nullptr,
+                      (param->field_mask & UCP_AM_HANDLER_PARAM_FIELD_ARG) ? param->arg : nullptr, flags};
   return UCS_OK;
 }
 
-UCP_EXPORT ucs_status_ptr_t ucp_am_send_nbx(ucp_ep_h ep, unsigned id, const void* header, size_t header_length,
-                                            const void* buffer, size_t count, const ucp_request_param_t* param) {
+UCP_EXPORT ucs_status_ptr_t ucp_am_send_nbx(ucp_ep_h ep, unsigned id, const void* header,
+                                            size_t header_length, const void* buffer, size_t count,
+                                            const ucp_request_param_t* param) {
   if (ep && !(ep->w->ctx->features & UCP_FEATURE_AM)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   return am_send(ep, id, header, header_length, buffer, count, param, nullptr, false);
 }
@@ -380,8 +400,8 @@ UCP_EXPORT ucs_status_ptr_t ucp_am_recv_data_nbx(ucp_worker_h w, void* data_desc
   worker_guard g(w);
   auto it = w->am_held.find(data_desc);
   if (it == w->am_held.end()) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
-  ucp_datatype_t dt = (param && (param->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? param->datatype
-                                                                                       : ucp_dt_make_contig(1);
+  ucp_datatype_t dt =
+      (param && (param->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? param->datatype : ucp_dt_make_contig(1);
   dt_view v;
   if (!dt_describe(dt, buffer, count, v, false)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   bool contig = v.cls == UCP_DATATYPE_CONTIG;
@@ -457,8 +477,10 @@ UCP_EXPORT ucs_status_ptr_t ucp_am_recv_data_nbx(ucp_worker_h w, void* data_desc
   o->flags |= OPF_AM_ACK;
   op_attach(o, ep, r, false);
   int rc = issue(w, o);
-  if (rc == -FI_EAGAIN) enqueue(ep, o);
-  else if (rc < 0) op_finish(w, o, from_fi(rc));
+  if (rc == -FI_EAGAIN)
+    enqueue(ep, o);
+  else if (rc < 0)
+    op_finish(w, o, from_fi(rc));
   return req_return(r);
 }
 
@@ -470,15 +492,20 @@ UCP_EXPORT void ucp_am_data_release(ucp_worker_h w, void* data) {
   auto held = it->second;
   w->am_held.erase(it);
   switch (held.kind) {
-    case 1: post_rx(static_cast<rx_buf*>(held.obj)->tp, static_cast<rx_buf*>(held.obj)); break;
-    case 2: free(held.obj); break;
+    case 1:
+      post_rx(static_cast<rx_buf*>(held.obj)->tp, static_cast<rx_buf*>(held.obj));
+      break;
+    case 2:
+      free(held.obj);
+      break;
     case 3: {
       auto* d = static_cast<rndv_desc*>(held.obj);
       send_ats(w, d->ep_id, d->req_id, false);
       delete d;
       break;
     }
-    default: break;
+    default:
+      break;
   }
 }
 

@@ -8,13 +8,26 @@ namespace wucp {
 namespace {
 bool fi_op_of(ucp_atomic_op_t opc, uint32_t* op) {
   switch (opc) {
-    case UCP_ATOMIC_OP_ADD: *op = FI_SUM; return true;
-    case UCP_ATOMIC_OP_SWAP: *op = FI_ATOMIC_WRITE; return true;
-    case UCP_ATOMIC_OP_CSWAP: *op = FI_CSWAP; return true;
-    case UCP_ATOMIC_OP_AND: *op = FI_BAND; return true;
-    case UCP_ATOMIC_OP_OR: *op = FI_BOR; return true;
-    case UCP_ATOMIC_OP_XOR: *op = FI_BXOR; return true;
-    default: return false;
+    case UCP_ATOMIC_OP_ADD:
+      *op = FI_SUM;
+      return true;
+    case UCP_ATOMIC_OP_SWAP:
+      *op = FI_ATOMIC_WRITE;
+      return true;
+    case UCP_ATOMIC_OP_CSWAP:
+      *op = FI_CSWAP;
+      return true;
+    case UCP_ATOMIC_OP_AND:
+      *op = FI_BAND;
+      return true;
+    case UCP_ATOMIC_OP_OR:
+      *op = FI_BOR;
+      return true;
+    case UCP_ATOMIC_OP_XOR:
+      *op = FI_BXOR;
+      return true;
+    default:
+      return false;
   }
 }
 }  // namespace
@@ -29,11 +42,13 @@ ucs_status_ptr_t amo_post(ucp_ep* ep, ucp_atomic_op_t opc, const void* value, si
   if (!(w->ctx->features & need)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   uint32_t fop;
   if (!fi_op_of(opc, &fop)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
-  if ((opc == UCP_ATOMIC_OP_SWAP || opc == UCP_ATOMIC_OP_CSWAP) && !fetch) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
+  if ((opc == UCP_ATOMIC_OP_SWAP || opc == UCP_ATOMIC_OP_CSWAP) && !fetch)
+    return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   if (fetch && !result) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   if (raddr & (size - 1)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   worker_guard g(w);
-  if (ep->state >= EP_FAILED) return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
+  if (ep->state >= EP_FAILED)
+    return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
   if (rkey->ep != ep) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   if (!ep->tp->d->atomics) return UCS_STATUS_PTR(UCS_ERR_UNSUPPORTED);
   op* o = op_alloc(w);
@@ -88,8 +103,8 @@ ucs_status_ptr_t amo_post(ucp_ep* ep, ucp_atomic_op_t opc, const void* value, si
 
 using namespace wucp;
 
-UCP_EXPORT ucs_status_ptr_t ucp_atomic_op_nbx(ucp_ep_h ep, ucp_atomic_op_t opcode, const void* buffer, size_t count,
-                                              uint64_t remote_addr, ucp_rkey_h rkey,
+UCP_EXPORT ucs_status_ptr_t ucp_atomic_op_nbx(ucp_ep_h ep, ucp_atomic_op_t opcode, const void* buffer,
+                                              size_t count, uint64_t remote_addr, ucp_rkey_h rkey,
                                               const ucp_request_param_t* param) {
   if (!param || !(param->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE) || count != 1)
     return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
@@ -97,12 +112,14 @@ UCP_EXPORT ucs_status_ptr_t ucp_atomic_op_nbx(ucp_ep_h ep, ucp_atomic_op_t opcod
   if ((dt & UCP_DATATYPE_CLASS_MASK) != UCP_DATATYPE_CONTIG) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   size_t size = dt >> UCP_DATATYPE_SHIFT;
   bool fetch = (param->op_attr_mask & UCP_OP_ATTR_FIELD_REPLY_BUFFER) && param->reply_buffer;
-  return amo_post(ep, opcode, buffer, size, remote_addr, rkey, fetch ? param->reply_buffer : nullptr, param, fetch);
+  return amo_post(ep, opcode, buffer, size, remote_addr, rkey, fetch ? param->reply_buffer : nullptr, param,
+                  fetch);
 }
 
-UCP_EXPORT ucs_status_t ucp_atomic_post(ucp_ep_h ep, ucp_atomic_post_op_t opcode, uint64_t value, size_t op_size,
-                                        uint64_t remote_addr, ucp_rkey_h rkey) {
-  static const ucp_atomic_op_t map[] = {UCP_ATOMIC_OP_ADD, UCP_ATOMIC_OP_AND, UCP_ATOMIC_OP_OR, UCP_ATOMIC_OP_XOR};
+UCP_EXPORT ucs_status_t ucp_atomic_post(ucp_ep_h ep, ucp_atomic_post_op_t opcode, uint64_t value,
+                                        size_t op_size, uint64_t remote_addr, ucp_rkey_h rkey) {
+  static const ucp_atomic_op_t map[] = {UCP_ATOMIC_OP_ADD, UCP_ATOMIC_OP_AND, UCP_ATOMIC_OP_OR,
+                                        UCP_ATOMIC_OP_XOR};
   if (opcode >= UCP_ATOMIC_POST_OP_LAST) return UCS_ERR_INVALID_PARAM;
   uint32_t v32 = static_cast<uint32_t>(value);
   const void* v = op_size == 4 ? static_cast<const void*>(&v32) : &value;
@@ -111,8 +128,8 @@ UCP_EXPORT ucs_status_t ucp_atomic_post(ucp_ep_h ep, ucp_atomic_post_op_t opcode
 }
 
 UCP_EXPORT ucs_status_ptr_t ucp_atomic_fetch_nb(ucp_ep_h ep, ucp_atomic_fetch_op_t opcode, uint64_t value,
-                                                void* result, size_t op_size, uint64_t remote_addr, ucp_rkey_h rkey,
-                                                ucp_send_callback_t cb) {
+                                                void* result, size_t op_size, uint64_t remote_addr,
+                                                ucp_rkey_h rkey, ucp_send_callback_t cb) {
   static const ucp_atomic_op_t map[] = {UCP_ATOMIC_OP_ADD, UCP_ATOMIC_OP_SWAP, UCP_ATOMIC_OP_CSWAP,
                                         UCP_ATOMIC_OP_AND, UCP_ATOMIC_OP_OR,   UCP_ATOMIC_OP_XOR};
   if (opcode >= UCP_ATOMIC_FETCH_OP_LAST) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
@@ -129,7 +146,8 @@ UCP_EXPORT ucs_status_ptr_t ucp_atomic_fetch_nb(ucp_ep_h ep, ucp_atomic_fetch_op
 
 namespace {
 template <class T>
-ucs_status_t blocking_fetch(ucp_ep_h ep, ucp_atomic_op_t opc, T value, uint64_t raddr, ucp_rkey_h rkey, T* result) {
+ucs_status_t blocking_fetch(ucp_ep_h ep, ucp_atomic_op_t opc, T value, uint64_t raddr, ucp_rkey_h rkey,
+                            T* result) {
   if (!ep) return UCS_ERR_INVALID_PARAM;
   ucs_status_ptr_t sp = amo_post(ep, opc, &value, sizeof(T), raddr, rkey, result, nullptr, true);
   worker_guard g(ep->w);

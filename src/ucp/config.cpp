@@ -38,10 +38,14 @@ double parse_time(const char* v, double dflt) {
   double d = strtod(v, &end);
   if (end == v) return dflt;
   std::string unit(end);
-  if (unit == "ms") d *= 1e-3;
-  else if (unit == "us") d *= 1e-6;
-  else if (unit == "ns") d *= 1e-9;
-  else if (unit == "m") d *= 60;
+  if (unit == "ms")
+    d *= 1e-3;
+  else if (unit == "us")
+    d *= 1e-6;
+  else if (unit == "ns")
+    d *= 1e-9;
+  else if (unit == "m")
+    d *= 60;
   return d > 0 ? d : dflt;
 }
 
@@ -117,7 +121,8 @@ bool device_enabled(const config& c, const char* dev) {
 
 using namespace wucp;
 
-UCP_EXPORT ucs_status_t ucp_config_read(const char* env_prefix, const char* filename, ucp_config_t** config_p) {
+UCP_EXPORT ucs_status_t ucp_config_read(const char* env_prefix, const char* filename,
+                                        ucp_config_t** config_p) {
   if (!config_p) return UCS_ERR_INVALID_PARAM;
   (void)filename;  // UCX reads an optional ucx.conf; weft has none
   try {
@@ -130,7 +135,9 @@ UCP_EXPORT ucs_status_t ucp_config_read(const char* env_prefix, const char* file
   }
 }
 
-UCP_EXPORT void ucp_config_release(ucp_config_t* config) { delete config; }
+UCP_EXPORT void ucp_config_release(ucp_config_t* config) {
+  delete config;
+}
 
 UCP_EXPORT ucs_status_t ucp_config_modify(ucp_config_t* config, const char* name, const char* value) {
   if (!config || !name || !value) return UCS_ERR_INVALID_PARAM;
@@ -168,7 +175,7 @@ UCP_EXPORT void ucp_config_print(const ucp_config_t* config, FILE* stream, const
   fprintf(stream, "UCX_KEEPALIVE_INTERVAL=%gs\n", c.keepalive_s);
   fprintf(stream, "UCX_WEFT_RX_SIZE=%zu\n", c.rx_buf_size);
   for (auto& m : c.modified)
-    if (m.first != "TLS" && m.first != "NET_DEVICES" && m.first != "LOG_LEVEL" && m.first != "KEEPALIVE_INTERVAL" &&
-        m.first != "WEFT_RX_SIZE")
+    if (m.first != "TLS" && m.first != "NET_DEVICES" && m.first != "LOG_LEVEL" &&
+        m.first != "KEEPALIVE_INTERVAL" && m.first != "WEFT_RX_SIZE")
       fprintf(stream, "UCX_%s=%s\n", m.first.c_str(), m.second.c_str());
 }

@@ -13,9 +13,12 @@ namespace wucp {
 
 const char* tp_name(uint8_t kind) noexcept {
   switch (kind) {
-    case TP_SHM: return "shm";
-    case TP_TCP: return "tcp";
-    default: return "?";
+    case TP_SHM:
+      return "shm";
+    case TP_TCP:
+      return "tcp";
+    default:
+      return "?";
   }
 }
 
@@ -59,8 +62,8 @@ fi_info* getinfo(uint8_t kind, const char* node, bool atomics) {
   fi_info* hints = fi_allocinfo();
   if (!hints) return nullptr;
   hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_SEND |
-                FI_RECV | (atomics ? FI_ATOMIC : 0);
+  hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                FI_SEND | FI_RECV | (atomics ? FI_ATOMIC : 0);
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   hints->domain_attr->threading = FI_THREAD_COMPLETION;
@@ -128,7 +131,9 @@ UCP_EXPORT void ucp_get_version(unsigned* major_version, unsigned* minor_version
   if (release_number) *release_number = 0;
 }
 
-UCP_EXPORT const char* ucp_get_version_string(void) { return "1.17.0"; }
+UCP_EXPORT const char* ucp_get_version_string(void) {
+  return "1.17.0";
+}
 
 UCP_EXPORT ucs_status_t ucp_lib_query(ucp_lib_attr_t* attr) {
   if (!attr) return UCS_ERR_INVALID_PARAM;
@@ -178,7 +183,9 @@ UCP_EXPORT ucs_status_t ucp_init_version(unsigned api_major_version, unsigned ap
   }
 }
 
-UCP_EXPORT void ucp_cleanup(ucp_context_h context) { delete context; }
+UCP_EXPORT void ucp_cleanup(ucp_context_h context) {
+  delete context;
+}
 
 UCP_EXPORT ucs_status_t ucp_context_query(ucp_context_h context, ucp_context_attr_t* attr) {
   if (!context || !attr) return UCS_ERR_INVALID_PARAM;
@@ -186,7 +193,8 @@ UCP_EXPORT ucs_status_t ucp_context_query(ucp_context_h context, ucp_context_att
   if (attr->field_mask & UCP_ATTR_FIELD_THREAD_MODE)
     attr->thread_mode = context->mt_shared ? UCS_THREAD_MODE_MULTI : UCS_THREAD_MODE_SINGLE;
   if (attr->field_mask & UCP_ATTR_FIELD_MEMORY_TYPES) attr->memory_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-  if (attr->field_mask & UCP_ATTR_FIELD_NAME) snprintf(attr->name, sizeof attr->name, "%s", context->name.c_str());
+  if (attr->field_mask & UCP_ATTR_FIELD_NAME)
+    snprintf(attr->name, sizeof attr->name, "%s", context->name.c_str());
   return UCS_OK;
 }
 
@@ -198,8 +206,8 @@ UCP_EXPORT void ucp_context_print_info(const ucp_context_h context, FILE* stream
   fprintf(stream, "#            name: %s\n", context->name.c_str());
   std::string f;
   static const std::pair<uint64_t, const char*> names[] = {
-      {UCP_FEATURE_TAG, "TAG"},       {UCP_FEATURE_RMA, "RMA"},       {UCP_FEATURE_AMO32, "AMO32"},
-      {UCP_FEATURE_AMO64, "AMO64"},   {UCP_FEATURE_WAKEUP, "WAKEUP"}, {UCP_FEATURE_STREAM, "STREAM"},
+      {UCP_FEATURE_TAG, "TAG"},     {UCP_FEATURE_RMA, "RMA"},       {UCP_FEATURE_AMO32, "AMO32"},
+      {UCP_FEATURE_AMO64, "AMO64"}, {UCP_FEATURE_WAKEUP, "WAKEUP"}, {UCP_FEATURE_STREAM, "STREAM"},
       {UCP_FEATURE_AM, "AM"}};
   for (auto& n : names)
     if (context->features & n.first) f += (f.empty() ? "" : "|") + std::string(n.second);

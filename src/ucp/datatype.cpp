@@ -77,7 +77,8 @@ ucs_status_t dt_pack(ucp_datatype_t dt, const void* buf, size_t count, void* dst
   }
 }
 
-ucs_status_t dt_pack_alloc(ucp_datatype_t dt, const void* buf, size_t count, void** out, size_t* len) noexcept {
+ucs_status_t dt_pack_alloc(ucp_datatype_t dt, const void* buf, size_t count, void** out,
+                           size_t* len) noexcept {
   if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_GENERIC) {
     generic_dt* g = as_generic(dt);
     if (!g) return UCS_ERR_INVALID_PARAM;
@@ -141,7 +142,8 @@ ucs_status_t dt_unpack(ucp_datatype_t dt, void* buf, size_t count, const void* s
   }
 }
 
-ucs_status_t recv_dt_begin(request* r, ucp_datatype_t dt, void* buf, size_t count, size_t* capacity) noexcept {
+ucs_status_t recv_dt_begin(request* r, ucp_datatype_t dt, void* buf, size_t count,
+                           size_t* capacity) noexcept {
   r->dt = dt;
   r->buf = buf;
   r->count = count;

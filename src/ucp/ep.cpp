@@ -83,8 +83,7 @@ void ep_free(ucp_ep* ep) noexcept {
   try {
     w->graveyard.push_back(ep);
     w->attn = true;
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 // Every request of the endpoint ends with st; queued operations are dropped,
@@ -240,7 +239,8 @@ void apply_params(ucp_ep* ep, const ucp_ep_params_t* p) {
     ep->user_data = p->err_handler.arg;
   }
   if (p->field_mask & UCP_EP_PARAM_FIELD_USER_DATA) ep->user_data = p->user_data;
-  if ((p->field_mask & UCP_EP_PARAM_FIELD_NAME) && p->name) snprintf(ep->name, sizeof ep->name, "%s", p->name);
+  if ((p->field_mask & UCP_EP_PARAM_FIELD_NAME) && p->name)
+    snprintf(ep->name, sizeof ep->name, "%s", p->name);
   ep->flags |= EPF_USER;
 }
 
@@ -280,8 +280,7 @@ void ep_conn_req(ucp_worker* w, iface* tp, const frame& f, const uint8_t* payloa
     ep_connected(ep, f.src);
     w->unmatched[key] = ep;
     send_conn_rep(ep, f.src);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void ep_conn_rep(ucp_worker* w, const frame& f) noexcept {
@@ -367,7 +366,8 @@ UCP_EXPORT ucs_status_ptr_t ucp_ep_close_nbx(ucp_ep_h ep, const ucp_request_para
   ucp_worker* w = ep->w;
   worker_guard g(w);
   if (ep->close_stage || ep->state == EP_CLOSED) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
-  bool force = param && (param->op_attr_mask & UCP_OP_ATTR_FIELD_FLAGS) && (param->flags & UCP_EP_CLOSE_FLAG_FORCE);
+  bool force =
+      param && (param->op_attr_mask & UCP_OP_ATTR_FIELD_FLAGS) && (param->flags & UCP_EP_CLOSE_FLAG_FORCE);
   if (force || ep->state == EP_FAILED) {
     if (ep->state == EP_CONNECTED && ep->remote_id != ep->id && !(ep->flags & EPF_REMOTE_CLOSED)) {
       // Best effort: the peer learns of it if the frame can go at once.
@@ -402,14 +402,17 @@ UCP_EXPORT ucs_status_ptr_t ucp_ep_close_nbx(ucp_ep_h ep, const ucp_request_para
 }
 
 UCP_EXPORT ucs_status_ptr_t ucp_ep_close_nb(ucp_ep_h ep, unsigned mode) {
-  if (mode != UCP_EP_CLOSE_MODE_FORCE && mode != UCP_EP_CLOSE_MODE_FLUSH) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
+  if (mode != UCP_EP_CLOSE_MODE_FORCE && mode != UCP_EP_CLOSE_MODE_FLUSH)
+    return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = mode == UCP_EP_CLOSE_MODE_FORCE ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   return ucp_ep_close_nbx(ep, &p);
 }
 
-UCP_EXPORT ucs_status_ptr_t ucp_disconnect_nb(ucp_ep_h ep) { return ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FLUSH); }
+UCP_EXPORT ucs_status_ptr_t ucp_disconnect_nb(ucp_ep_h ep) {
+  return ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FLUSH);
+}
 
 UCP_EXPORT void ucp_ep_destroy(ucp_ep_h ep) {
   if (!ep) return;
@@ -533,8 +536,8 @@ UCP_EXPORT void ucp_ep_print_info(ucp_ep_h ep, FILE* stream) {
   fprintf(stream, "#           err mode: %s\n", ep->err_mode == UCP_ERR_HANDLING_MODE_PEER ? "peer" : "none");
   if (ep->tp) {
     const domain_tp* d = ep->tp->d;
-    fprintf(stream, "#          transport: %s/%s (libfabric provider %s)\n", tp_name(d->kind), d->dev_name.c_str(),
-            d->prov_name.c_str());
+    fprintf(stream, "#          transport: %s/%s (libfabric provider %s)\n", tp_name(d->kind),
+            d->dev_name.c_str(), d->prov_name.c_str());
     fprintf(stream, "#     tag eager inline: 0..%zu (fi_tinject)\n", d->inject);
     fprintf(stream, "#        tag eager/rndv: %zu.. (fi_tsend; the provider chooses eager or rendezvous)\n",
             d->inject + 1);

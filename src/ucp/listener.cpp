@@ -32,8 +32,9 @@ struct cm_priv {
 static_assert(sizeof(cm_priv) == 24);
 
 std::vector<uint8_t> make_priv(ucp_worker* w, uint32_t ep_id, bool has_cid, uint64_t cid) {
-  cm_priv h{cm_magic, 1, static_cast<uint8_t>(has_cid ? 1 : 0), static_cast<uint16_t>(w->address.size()), ep_id, 0,
-            cid};
+  cm_priv h{
+      cm_magic, 1,  static_cast<uint8_t>(has_cid ? 1 : 0), static_cast<uint16_t>(w->address.size()), ep_id,
+      0,        cid};
   std::vector<uint8_t> v(sizeof h + w->address.size());
   memcpy(v.data(), &h, sizeof h);
   memcpy(v.data() + sizeof h, w->address.data(), w->address.size());
@@ -51,15 +52,18 @@ bool parse_priv(const uint8_t* p, size_t len, cm_priv& h, peer_addr& pa) {
 // provider of libfabric 1.17 ignores the port of a hints->src_addr).
 bool to_strings(const sockaddr* sa, socklen_t len, std::string& node, std::string& service) {
   char host[NI_MAXHOST], serv[NI_MAXSERV];
-  if (getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV)) return false;
+  if (getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV))
+    return false;
   node = host;
   service = serv;
   return true;
 }
 
 bool is_wildcard(const sockaddr* sa) {
-  if (sa->sa_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr == htonl(INADDR_ANY);
-  if (sa->sa_family == AF_INET6) return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
+  if (sa->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (sa->sa_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
   return false;
 }
 
@@ -235,7 +239,9 @@ void cm_progress(ucp_worker* w) noexcept {
     WUCP_LOG(L_DEBUG, "cm: event %u, %zu bytes of private data", event, datalen);
     try {
       switch (event) {
-        case FI_CONNREQ: on_connreq(w, e, datalen); break;
+        case FI_CONNREQ:
+          on_connreq(w, e, datalen);
+          break;
         case FI_CONNECTED: {
           ucp_ep* ep = cm_ep_of(w, e->fid);
           if (!ep) break;
@@ -258,15 +264,16 @@ void cm_progress(ucp_worker* w) noexcept {
             ep_fail(ep, UCS_ERR_CONNECTION_RESET);
           break;
         }
-        default: break;
+        default:
+          break;
       }
-    } catch (...) {
-    }
+    } catch (...) {}
   }
 }
 
 ucs_status_t cm_connect(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out) {
-  if (!p->sockaddr.addr || p->sockaddr.addrlen < sizeof(sockaddr_in) || p->sockaddr.addrlen > sizeof(sockaddr_storage))
+  if (!p->sockaddr.addr || p->sockaddr.addrlen < sizeof(sockaddr_in) ||
+      p->sockaddr.addrlen > sizeof(sockaddr_storage))
     return UCS_ERR_INVALID_PARAM;
   const sockaddr* src = nullptr;
   socklen_t slen = 0;
@@ -287,7 +294,8 @@ ucs_status_t cm_connect(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out) {
   ep->has_sa = true;
   rc = open_msg_ep(w, info, &ep->cm_ep);
   if (!rc) rc = fi_enable(ep->cm_ep);
-  bool send_id = (p->field_mask & UCP_EP_PARAM_FIELD_FLAGS) && (p->flags & UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID);
+  bool send_id =
+      (p->field_mask & UCP_EP_PARAM_FIELD_FLAGS) && (p->flags & UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID);
   if (!rc) {
     auto priv = make_priv(w, ep->id, send_id, w->client_id);
     rc = fi_connect(ep->cm_ep, p->sockaddr.addr, priv.data(), priv.size());
@@ -357,7 +365,7 @@ ucs_status_t cm_accept(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out) {
   w->attn = true;
   if (ep->err_mode == UCP_ERR_HANDLING_MODE_PEER) {
     w->peer_mode_eps++;
-  w->attn = true;
+    w->attn = true;
   }
   ep_connected(ep, h.ep_id);
   *out = ep;
@@ -367,7 +375,6 @@ ucs_status_t cm_accept(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out) {
 }  // namespace wucp
 
 using namespace wucp;
-
 
 UCP_EXPORT ucs_status_t ucp_listener_create(ucp_worker_h w, const ucp_listener_params_t* params,
                                             ucp_listener_h* listener_p) {
@@ -401,7 +408,7 @@ UCP_EXPORT ucs_status_t ucp_listener_create(ucp_worker_h w, const ucp_listener_p
     fi_getname(&l->pep->fid, &l->sa, &len);
     w->listeners.push_back(l.get());
     w->cm_users++;
-  w->attn = true;
+    w->attn = true;
     *listener_p = reinterpret_cast<ucp_listener_h>(l.release());
     return UCS_OK;
   } catch (...) {
@@ -450,7 +457,8 @@ UCP_EXPORT ucs_status_t ucp_listener_reject(ucp_listener_h listener, ucp_conn_re
   return UCS_OK;
 }
 
-UCP_EXPORT ucs_status_t ucp_conn_request_query(ucp_conn_request_h conn_request, ucp_conn_request_attr_t* attr) {
+UCP_EXPORT ucs_status_t ucp_conn_request_query(ucp_conn_request_h conn_request,
+                                               ucp_conn_request_attr_t* attr) {
   auto* cr = reinterpret_cast<conn_req_impl*>(conn_request);
   if (!cr || !attr) return UCS_ERR_INVALID_PARAM;
   if (attr->field_mask & UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR) attr->client_address = cr->client_sa;

@@ -30,7 +30,8 @@ bool open_probe(domain_tp* d, probe_ep& p) {
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_TAGGED;
   cq_attr.size = 256;
-  return !fi_av_open(d->domain, &av_attr, &p.av, nullptr) && !fi_cq_open(d->domain, &cq_attr, &p.cq, nullptr) &&
+  return !fi_av_open(d->domain, &av_attr, &p.av, nullptr) &&
+         !fi_cq_open(d->domain, &cq_attr, &p.cq, nullptr) &&
          !fi_endpoint(d->domain, d->info, &p.ep, nullptr) && !fi_ep_bind(p.ep, &p.av->fid, 0) &&
          !fi_ep_bind(p.ep, &p.cq->fid, FI_TRANSMIT | FI_RECV) && !fi_enable(p.ep);
 }
@@ -72,7 +73,8 @@ void measure_transport(domain_tp* d) noexcept {
     char na[256], nb[256];
     size_t la = sizeof na, lb = sizeof nb;
     if (fi_getname(&a.ep->fid, na, &la) || fi_getname(&b.ep->fid, nb, &lb)) return;
-    if (fi_av_insert(a.av, nb, 1, &a.peer, 0, nullptr) != 1 || fi_av_insert(b.av, na, 1, &b.peer, 0, nullptr) != 1)
+    if (fi_av_insert(a.av, nb, 1, &a.peer, 0, nullptr) != 1 ||
+        fi_av_insert(b.av, na, 1, &b.peer, 0, nullptr) != 1)
       return;
     uint64_t sbuf = 0, rbuf = 0;
     fi_context2 ctx[2];
@@ -102,8 +104,7 @@ void measure_transport(domain_tp* d) noexcept {
       d->lat_s = lat;
       d->bw_Bps = bw;
     }
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 }  // namespace wucp

@@ -15,7 +15,8 @@ void grow_pool(ucp_worker* w) {
   size_t user = (w->ctx->user_req_size + 15) & ~size_t{15};
   w->req_stride = sizeof(request) + user;
   auto chunk = std::make_unique<uint8_t[]>(w->req_stride * req_chunk + 16);
-  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(chunk.get()) + 15) & ~uintptr_t{15});
+  uint8_t* base =
+      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(chunk.get()) + 15) & ~uintptr_t{15});
   for (size_t i = req_chunk; i-- > 0;) {
     auto* r = new (base + i * w->req_stride) request();
     if (w->ctx->req_init) w->ctx->req_init(r->user());
@@ -29,8 +30,7 @@ void grow_pool(ucp_worker* w) {
 void req_pool_grow(ucp_worker* w) noexcept {
   try {
     grow_pool(w);
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 // A request in the application's memory: the UCP part lies before it.
@@ -52,38 +52,60 @@ void req_set_cb(request* r, const ucp_request_param_t* p, uint8_t nbx_kind) noex
   if (p->op_attr_mask & UCP_OP_ATTR_FIELD_CALLBACK) {
     r->cbk = nbx_kind;
     switch (nbx_kind) {
-      case CB_SEND_NBX: r->cb = reinterpret_cast<void*>(p->cb.send); break;
-      case CB_TAG_RECV_NBX: r->cb = reinterpret_cast<void*>(p->cb.recv); break;
-      case CB_STREAM_NBX: r->cb = reinterpret_cast<void*>(p->cb.recv_stream); break;
-      case CB_AM_DATA: r->cb = reinterpret_cast<void*>(p->cb.recv_am); break;
-      default: r->cbk = CB_NONE;
+      case CB_SEND_NBX:
+        r->cb = reinterpret_cast<void*>(p->cb.send);
+        break;
+      case CB_TAG_RECV_NBX:
+        r->cb = reinterpret_cast<void*>(p->cb.recv);
+        break;
+      case CB_STREAM_NBX:
+        r->cb = reinterpret_cast<void*>(p->cb.recv_stream);
+        break;
+      case CB_AM_DATA:
+        r->cb = reinterpret_cast<void*>(p->cb.recv_am);
+        break;
+      default:
+        r->cbk = CB_NONE;
     }
     if (!r->cb) r->cbk = CB_NONE;
   }
   if (p->op_attr_mask & UCP_OP_ATTR_FIELD_RECV_INFO) {
-    if (nbx_kind == CB_TAG_RECV_NBX) r->info_out = p->recv_info.tag_info;
-    else r->length_out = p->recv_info.length;
+    if (nbx_kind == CB_TAG_RECV_NBX)
+      r->info_out = p->recv_info.tag_info;
+    else
+      r->length_out = p->recv_info.length;
   }
 }
 
 void call_cb(request* r) noexcept {
   void* h = r->user();
   switch (r->cbk) {
-    case CB_SEND_NB: reinterpret_cast<ucp_send_callback_t>(r->cb)(h, r->status); break;
-    case CB_SEND_NBX: reinterpret_cast<ucp_send_nbx_callback_t>(r->cb)(h, r->status, r->user_data); break;
-    case CB_TAG_RECV_NB: reinterpret_cast<ucp_tag_recv_callback_t>(r->cb)(h, r->status, &r->info); break;
+    case CB_SEND_NB:
+      reinterpret_cast<ucp_send_callback_t>(r->cb)(h, r->status);
+      break;
+    case CB_SEND_NBX:
+      reinterpret_cast<ucp_send_nbx_callback_t>(r->cb)(h, r->status, r->user_data);
+      break;
+    case CB_TAG_RECV_NB:
+      reinterpret_cast<ucp_tag_recv_callback_t>(r->cb)(h, r->status, &r->info);
+      break;
     case CB_TAG_RECV_NBX:
       reinterpret_cast<ucp_tag_recv_nbx_callback_t>(r->cb)(h, r->status, &r->info, r->user_data);
       break;
-    case CB_STREAM_NB: reinterpret_cast<ucp_stream_recv_callback_t>(r->cb)(h, r->status, r->info.length); break;
+    case CB_STREAM_NB:
+      reinterpret_cast<ucp_stream_recv_callback_t>(r->cb)(h, r->status, r->info.length);
+      break;
     case CB_STREAM_NBX:
       reinterpret_cast<ucp_stream_recv_nbx_callback_t>(r->cb)(h, r->status, r->info.length, r->user_data);
       break;
     case CB_AM_DATA:
       reinterpret_cast<ucp_am_recv_data_nbx_callback_t>(r->cb)(h, r->status, r->info.length, r->user_data);
       break;
-    case CB_INTERNAL: reinterpret_cast<void (*)(request*)>(r->cb)(r); break;
-    default: break;
+    case CB_INTERNAL:
+      reinterpret_cast<void (*)(request*)>(r->cb)(r);
+      break;
+    default:
+      break;
   }
 }
 
@@ -119,8 +141,10 @@ void req_complete(request* r, ucs_status_t st) noexcept {
     if (!w->in_progress) {
       r->flags |= RF_DEFERRED;
       r->next_free = nullptr;
-      if (w->deferred_tail) w->deferred_tail->next_free = r;
-      else w->deferred_head = r;
+      if (w->deferred_tail)
+        w->deferred_tail->next_free = r;
+      else
+        w->deferred_head = r;
       w->deferred_tail = r;
       w->attn = true;
       return;
@@ -141,7 +165,9 @@ void run_deferred(ucp_worker* w) noexcept {
   }
 }
 
-ucs_status_ptr_t req_return(request* r) noexcept { return r->user(); }
+ucs_status_ptr_t req_return(request* r) noexcept {
+  return r->user();
+}
 
 ucs_status_ptr_t imm_complete(ucp_worker* w, const ucp_request_param_t* p, ucs_status_t st, uint8_t nbx_kind,
                               size_t length, const ucp_tag_recv_info_t* info) noexcept {
@@ -149,13 +175,16 @@ ucs_status_ptr_t imm_complete(ucp_worker* w, const ucp_request_param_t* p, ucs_s
     if (nbx_kind == CB_TAG_RECV_NBX && info && p->recv_info.tag_info) *p->recv_info.tag_info = *info;
     if (nbx_kind != CB_TAG_RECV_NBX && p->recv_info.length) *p->recv_info.length = length;
   }
-  if (!p || !(p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL)) return st == UCS_OK ? nullptr : UCS_STATUS_PTR(st);
+  if (!p || !(p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL))
+    return st == UCS_OK ? nullptr : UCS_STATUS_PTR(st);
   // The application wants a request even for work that is already done.
   request* r = req_from_param(w, p);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   req_set_cb(r, p, nbx_kind);
-  if (info) r->info = *info;
-  else r->info.length = length;
+  if (info)
+    r->info = *info;
+  else
+    r->info.length = length;
   req_complete(r, st);
   return req_return(r);
 }
@@ -196,7 +225,8 @@ request* rmap_take(ucp_worker* w, uint32_t id) noexcept {
 void req_pool_destroy(ucp_worker* w) noexcept {
   if (w->ctx->req_cleanup) {
     for (auto& c : w->req_chunks) {
-      uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(c.get()) + 15) & ~uintptr_t{15});
+      uint8_t* base =
+          reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(c.get()) + 15) & ~uintptr_t{15});
       for (size_t i = 0; i < req_chunk; i++)
         w->ctx->req_cleanup(reinterpret_cast<request*>(base + i * w->req_stride)->user());
     }
@@ -250,7 +280,9 @@ UCP_EXPORT void ucp_request_free(void* req) {
   req_maybe_release(r);
 }
 
-UCP_EXPORT void ucp_request_release(void* req) { ucp_request_free(req); }
+UCP_EXPORT void ucp_request_release(void* req) {
+  ucp_request_free(req);
+}
 
 UCP_EXPORT void* ucp_request_alloc(ucp_worker_h worker) {
   if (!worker) return nullptr;
@@ -267,11 +299,12 @@ UCP_EXPORT ucs_status_t ucp_request_query(void* req, ucp_request_attr_t* attr) {
   if (attr->field_mask & UCP_REQUEST_ATTR_FIELD_MEM_TYPE) attr->mem_type = UCS_MEMORY_TYPE_HOST;
   if (attr->field_mask & UCP_REQUEST_ATTR_FIELD_INFO_STRING) {
     if (!attr->debug_string) return UCS_ERR_INVALID_PARAM;
-    static const char* kinds[] = {"send", "tag recv", "stream recv", "flush", "close", "am data", "atomic", "rma",
-                                  "sync send"};
+    static const char* kinds[] = {"send",    "tag recv", "stream recv", "flush",    "close",
+                                  "am data", "atomic",   "rma",         "sync send"};
     size_t n = (attr->field_mask & UCP_REQUEST_ATTR_FIELD_INFO_STRING_SIZE) ? attr->debug_string_size : 0;
-    if (n) snprintf(attr->debug_string, n, "weft %s request%s", r->kind < 9 ? kinds[r->kind] : "?",
-                    (r->flags & RF_COMPLETED) ? " (completed)" : "");
+    if (n)
+      snprintf(attr->debug_string, n, "weft %s request%s", r->kind < 9 ? kinds[r->kind] : "?",
+               (r->flags & RF_COMPLETED) ? " (completed)" : "");
   }
   if (attr->field_mask & UCP_REQUEST_ATTR_FIELD_INFO_STRING_SIZE) attr->debug_string_size = 128;
   return UCS_OK;

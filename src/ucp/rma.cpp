@@ -55,7 +55,8 @@ ucs_status_ptr_t rma_post(ucp_ep* ep, bool write, void* buf, size_t len, uint64_
   if (!ep || !rkey || (len && !buf)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   ucp_worker* w = ep->w;
   worker_guard g(w);
-  if (ep->state >= EP_FAILED) return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
+  if (ep->state >= EP_FAILED)
+    return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
   if (rkey->ep != ep) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE) &&
       (p->datatype & UCP_DATATYPE_CLASS_MASK) != UCP_DATATYPE_CONTIG)
@@ -117,19 +118,21 @@ ucs_status_ptr_t rma_post(ucp_ep* ep, bool write, void* buf, size_t len, uint64_
 
 using namespace wucp;
 
-UCP_EXPORT ucs_status_t ucp_mem_map(ucp_context_h ctx, const ucp_mem_map_params_t* params, ucp_mem_h* memh_p) {
+UCP_EXPORT ucs_status_t ucp_mem_map(ucp_context_h ctx, const ucp_mem_map_params_t* params,
+                                    ucp_mem_h* memh_p) {
   if (!ctx || !params || !memh_p) return UCS_ERR_INVALID_PARAM;
   if (!(params->field_mask & UCP_MEM_MAP_PARAM_FIELD_LENGTH)) return UCS_ERR_INVALID_PARAM;
   unsigned flags = (params->field_mask & UCP_MEM_MAP_PARAM_FIELD_FLAGS) ? params->flags : 0;
   void* addr = (params->field_mask & UCP_MEM_MAP_PARAM_FIELD_ADDRESS) ? params->address : nullptr;
   unsigned prot = (params->field_mask & UCP_MEM_MAP_PARAM_FIELD_PROT)
                       ? params->prot
-                      : UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE | UCP_MEM_MAP_PROT_REMOTE_READ |
-                            UCP_MEM_MAP_PROT_REMOTE_WRITE;
-  if ((params->field_mask & UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE) && params->memory_type != UCS_MEMORY_TYPE_HOST &&
-      params->memory_type != UCS_MEMORY_TYPE_UNKNOWN)
+                      : UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE |
+                            UCP_MEM_MAP_PROT_REMOTE_READ | UCP_MEM_MAP_PROT_REMOTE_WRITE;
+  if ((params->field_mask & UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE) &&
+      params->memory_type != UCS_MEMORY_TYPE_HOST && params->memory_type != UCS_MEMORY_TYPE_UNKNOWN)
     return UCS_ERR_UNSUPPORTED;
-  if (flags & ~unsigned{UCP_MEM_MAP_NONBLOCK | UCP_MEM_MAP_ALLOCATE | UCP_MEM_MAP_FIXED}) return UCS_ERR_INVALID_PARAM;
+  if (flags & ~unsigned{UCP_MEM_MAP_NONBLOCK | UCP_MEM_MAP_ALLOCATE | UCP_MEM_MAP_FIXED})
+    return UCS_ERR_INVALID_PARAM;
   size_t len = params->length;
   bool alloc = flags & UCP_MEM_MAP_ALLOCATE;
   if (!alloc && !addr && len) return UCS_ERR_INVALID_PARAM;
@@ -151,7 +154,8 @@ UCP_EXPORT ucs_status_t ucp_mem_map(ucp_context_h ctx, const ucp_mem_map_params_
       int fd = memfd_create("weft-ucp", MFD_CLOEXEC | MFD_ALLOW_SEALING);
       int mflags = MAP_SHARED;
       if (flags & UCP_MEM_MAP_FIXED) mflags |= MAP_FIXED_NOREPLACE;
-      if (fd >= 0 && ftruncate(fd, static_cast<off_t>(len)) == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0) {
+      if (fd >= 0 && ftruncate(fd, static_cast<off_t>(len)) == 0 &&
+          fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) == 0) {
         void* p = mmap(addr, len, PROT_READ | PROT_WRITE, mflags, fd, 0);
         if (p != MAP_FAILED) {
           m->addr = p;
@@ -213,8 +217,8 @@ UCP_EXPORT ucs_status_t ucp_mem_query(const ucp_mem_h memh, ucp_mem_attr_t* attr
 
 UCP_EXPORT ucs_status_t ucp_mem_advise(ucp_context_h ctx, ucp_mem_h memh, ucp_mem_advise_params_t* params) {
   if (!ctx || !memh || !params) return UCS_ERR_INVALID_PARAM;
-  constexpr uint64_t need =
-      UCP_MEM_ADVISE_PARAM_FIELD_ADDRESS | UCP_MEM_ADVISE_PARAM_FIELD_LENGTH | UCP_MEM_ADVISE_PARAM_FIELD_ADVICE;
+  constexpr uint64_t need = UCP_MEM_ADVISE_PARAM_FIELD_ADDRESS | UCP_MEM_ADVISE_PARAM_FIELD_LENGTH |
+                            UCP_MEM_ADVISE_PARAM_FIELD_ADVICE;
   if ((params->field_mask & need) != need) return UCS_ERR_INVALID_PARAM;
   auto a = reinterpret_cast<uintptr_t>(params->address), b = reinterpret_cast<uintptr_t>(memh->addr);
   if (a < b || params->length > memh->len || a - b > memh->len - params->length) return UCS_ERR_INVALID_PARAM;
@@ -238,7 +242,8 @@ UCP_EXPORT void ucp_mem_print_info(const char* mem_size, ucp_context_h ctx, FILE
   fprintf(stream, "#\n");
 }
 
-UCP_EXPORT ucs_status_t ucp_rkey_pack(ucp_context_h ctx, ucp_mem_h memh, void** rkey_buffer_p, size_t* size_p) {
+UCP_EXPORT ucs_status_t ucp_rkey_pack(ucp_context_h ctx, ucp_mem_h memh, void** rkey_buffer_p,
+                                      size_t* size_p) {
   if (!ctx || !memh || !rkey_buffer_p || !size_p || memh->ctx != ctx) return UCS_ERR_INVALID_PARAM;
   size_t n = memh->mrs.size();
   size_t sz = sizeof(rkey_hdr) + n * sizeof(rkey_ent);
@@ -258,7 +263,9 @@ UCP_EXPORT ucs_status_t ucp_rkey_pack(ucp_context_h ctx, ucp_mem_h memh, void** 
   return UCS_OK;
 }
 
-UCP_EXPORT void ucp_rkey_buffer_release(void* rkey_buffer) { free(rkey_buffer); }
+UCP_EXPORT void ucp_rkey_buffer_release(void* rkey_buffer) {
+  free(rkey_buffer);
+}
 
 UCP_EXPORT ucs_status_t ucp_ep_rkey_unpack(ucp_ep_h ep, const void* rkey_buffer, ucp_rkey_h* rkey_p) {
   if (!ep || !rkey_buffer || !rkey_p) return UCS_ERR_INVALID_PARAM;
@@ -302,7 +309,9 @@ UCP_EXPORT ucs_status_t ucp_rkey_ptr(ucp_rkey_h rkey, uint64_t raddr, void** add
   return UCS_ERR_UNREACHABLE;
 }
 
-UCP_EXPORT void ucp_rkey_destroy(ucp_rkey_h rkey) { delete rkey; }
+UCP_EXPORT void ucp_rkey_destroy(ucp_rkey_h rkey) {
+  delete rkey;
+}
 
 UCP_EXPORT ucs_status_ptr_t ucp_put_nbx(ucp_ep_h ep, const void* buffer, size_t count, uint64_t remote_addr,
                                         ucp_rkey_h rkey, const ucp_request_param_t* param) {
@@ -316,7 +325,8 @@ UCP_EXPORT ucs_status_ptr_t ucp_get_nbx(ucp_ep_h ep, void* buffer, size_t count,
 
 UCP_EXPORT ucs_status_t ucp_put_nbi(ucp_ep_h ep, const void* buffer, size_t length, uint64_t remote_addr,
                                     ucp_rkey_h rkey) {
-  return UCS_PTR_STATUS(rma_post(ep, true, const_cast<void*>(buffer), length, remote_addr, rkey, nullptr, true));
+  return UCS_PTR_STATUS(
+      rma_post(ep, true, const_cast<void*>(buffer), length, remote_addr, rkey, nullptr, true));
 }
 
 UCP_EXPORT ucs_status_t ucp_get_nbi(ucp_ep_h ep, void* buffer, size_t length, uint64_t remote_addr,
@@ -338,7 +348,8 @@ static ucs_status_ptr_t with_old_cb(ucs_status_ptr_t sp, ucp_send_callback_t cb)
 
 UCP_EXPORT ucs_status_ptr_t ucp_put_nb(ucp_ep_h ep, const void* buffer, size_t length, uint64_t remote_addr,
                                        ucp_rkey_h rkey, ucp_send_callback_t cb) {
-  return with_old_cb(rma_post(ep, true, const_cast<void*>(buffer), length, remote_addr, rkey, nullptr, false), cb);
+  return with_old_cb(rma_post(ep, true, const_cast<void*>(buffer), length, remote_addr, rkey, nullptr, false),
+                     cb);
 }
 
 UCP_EXPORT ucs_status_ptr_t ucp_get_nb(ucp_ep_h ep, void* buffer, size_t length, uint64_t remote_addr,
@@ -348,13 +359,15 @@ UCP_EXPORT ucs_status_ptr_t ucp_get_nb(ucp_ep_h ep, void* buffer, size_t length,
 
 UCP_EXPORT ucs_status_t ucp_put(ucp_ep_h ep, const void* buffer, size_t length, uint64_t remote_addr,
                                 ucp_rkey_h rkey) {
-  ucs_status_ptr_t sp = rma_post(ep, true, const_cast<void*>(buffer), length, remote_addr, rkey, nullptr, false);
+  ucs_status_ptr_t sp =
+      rma_post(ep, true, const_cast<void*>(buffer), length, remote_addr, rkey, nullptr, false);
   if (!UCS_PTR_IS_PTR(sp)) return UCS_PTR_STATUS(sp);
   worker_guard g(ep->w);
   return wait_ptr(ep->w, sp);
 }
 
-UCP_EXPORT ucs_status_t ucp_get(ucp_ep_h ep, void* buffer, size_t length, uint64_t remote_addr, ucp_rkey_h rkey) {
+UCP_EXPORT ucs_status_t ucp_get(ucp_ep_h ep, void* buffer, size_t length, uint64_t remote_addr,
+                                ucp_rkey_h rkey) {
   ucs_status_ptr_t sp = rma_post(ep, false, buffer, length, remote_addr, rkey, nullptr, false);
   if (!UCS_PTR_IS_PTR(sp)) return UCS_PTR_STATUS(sp);
   worker_guard g(ep->w);

@@ -9,11 +9,15 @@ namespace wucp {
 
 namespace {
 
-size_t chunk_size(ucp_worker* w) noexcept { return w->ctx->cfg.rx_buf_size - sizeof(frame); }
+size_t chunk_size(ucp_worker* w) noexcept {
+  return w->ctx->cfg.rx_buf_size - sizeof(frame);
+}
 
 // Where a receive's bytes go: the application's contiguous buffer, or the
 // bounce of an IOV/generic receive.
-uint8_t* recv_base(request* r) noexcept { return static_cast<uint8_t*>(r->bounce ? r->bounce : r->buf); }
+uint8_t* recv_base(request* r) noexcept {
+  return static_cast<uint8_t*>(r->bounce ? r->bounce : r->buf);
+}
 
 void finish_recv(request* r, ucs_status_t st) noexcept {
   r->info.length = r->got;
@@ -48,12 +52,15 @@ ucs_status_ptr_t stream_send(ucp_ep* ep, const void* buffer, size_t count, const
   ucp_worker* w = ep->w;
   if (!(w->ctx->features & UCP_FEATURE_STREAM)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   worker_guard g(w);
-  if (ep->state >= EP_FAILED) return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
-  ucp_datatype_t dt = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
+  if (ep->state >= EP_FAILED)
+    return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
+  ucp_datatype_t dt =
+      (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
   dt_view v;
   if (!dt_describe(dt, buffer, count, v, true)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   bool want_req = p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
-  if (!v.length && v.cls != UCP_DATATYPE_GENERIC) return want_req ? imm_complete(w, p, UCS_OK, CB_SEND_NBX) : nullptr;
+  if (!v.length && v.cls != UCP_DATATYPE_GENERIC)
+    return want_req ? imm_complete(w, p, UCS_OK, CB_SEND_NBX) : nullptr;
   const uint8_t* src = static_cast<const uint8_t*>(buffer);
   void* packed = nullptr;
   if (v.cls != UCP_DATATYPE_CONTIG) {
@@ -103,13 +110,15 @@ ucs_status_ptr_t stream_send(ucp_ep* ep, const void* buffer, size_t count, const
   return req_return(r);
 }
 
-ucs_status_ptr_t stream_recv(ucp_ep* ep, void* buffer, size_t count, size_t* length, const ucp_request_param_t* p,
-                             ucp_stream_recv_callback_t old_cb, unsigned old_flags) noexcept {
+ucs_status_ptr_t stream_recv(ucp_ep* ep, void* buffer, size_t count, size_t* length,
+                             const ucp_request_param_t* p, ucp_stream_recv_callback_t old_cb,
+                             unsigned old_flags) noexcept {
   if (!ep) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   ucp_worker* w = ep->w;
   if (!(w->ctx->features & UCP_FEATURE_STREAM)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   worker_guard g(w);
-  ucp_datatype_t dt = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
+  ucp_datatype_t dt =
+      (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
   unsigned flags = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_FLAGS)) ? p->flags : old_flags;
   dt_view v;
   if (!dt_describe(dt, buffer, count, v, false) || (!v.length && v.cls != UCP_DATATYPE_GENERIC))
@@ -125,7 +134,8 @@ ucs_status_ptr_t stream_recv(ucp_ep* ep, void* buffer, size_t count, size_t* len
       return imm_complete(w, p, UCS_OK, CB_STREAM_NBX, got);
     }
   }
-  if (ep->state >= EP_FAILED) return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
+  if (ep->state >= EP_FAILED)
+    return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
   request* r = req_from_param(w, p);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   r->kind = RK_STREAM_RECV;
@@ -226,7 +236,8 @@ UCP_EXPORT ucs_status_ptr_t ucp_stream_send_nbx(ucp_ep_h ep, const void* buffer,
 }
 
 UCP_EXPORT ucs_status_ptr_t ucp_stream_send_nb(ucp_ep_h ep, const void* buffer, size_t count,
-                                               ucp_datatype_t datatype, ucp_send_callback_t cb, unsigned flags) {
+                                               ucp_datatype_t datatype, ucp_send_callback_t cb,
+                                               unsigned flags) {
   (void)flags;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
@@ -239,8 +250,9 @@ UCP_EXPORT ucs_status_ptr_t ucp_stream_recv_nbx(ucp_ep_h ep, void* buffer, size_
   return stream_recv(ep, buffer, count, length, param, nullptr, 0);
 }
 
-UCP_EXPORT ucs_status_ptr_t ucp_stream_recv_nb(ucp_ep_h ep, void* buffer, size_t count, ucp_datatype_t datatype,
-                                               ucp_stream_recv_callback_t cb, size_t* length, unsigned flags) {
+UCP_EXPORT ucs_status_ptr_t ucp_stream_recv_nb(ucp_ep_h ep, void* buffer, size_t count,
+                                               ucp_datatype_t datatype, ucp_stream_recv_callback_t cb,
+                                               size_t* length, unsigned flags) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   p.datatype = datatype;

@@ -46,14 +46,15 @@ ucs_status_t fill_iov(op* o, ucp_datatype_t dt, const void* buf, size_t count, c
   return UCS_OK;
 }
 
-ucs_status_ptr_t tag_send(ucp_ep* ep, const void* buf, size_t count, ucp_tag_t tag, const ucp_request_param_t* p,
-                          bool sync, ucp_send_callback_t old_cb) noexcept {
+ucs_status_ptr_t tag_send(ucp_ep* ep, const void* buf, size_t count, ucp_tag_t tag,
+                          const ucp_request_param_t* p, bool sync, ucp_send_callback_t old_cb) noexcept {
   if (!ep) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   ucp_worker* w = ep->w;
   worker_guard g(w);
   if (ep->state >= EP_FAILED) [[unlikely]]
     return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
-  ucp_datatype_t dt = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
+  ucp_datatype_t dt =
+      (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
   iface* tp = ep->tp;
   // Hot path: a small contiguous message goes inline and is done at return.
   if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_CONTIG && !sync) [[likely]] {
@@ -121,10 +122,12 @@ ucs_status_ptr_t tag_send(ucp_ep* ep, const void* buf, size_t count, ucp_tag_t t
 }
 
 ucs_status_ptr_t tag_recv(ucp_worker* w, void* buf, size_t count, ucp_tag_t tag, ucp_tag_t mask,
-                          const ucp_request_param_t* p, ucp_tag_recv_callback_t old_cb, op* claimed) noexcept {
+                          const ucp_request_param_t* p, ucp_tag_recv_callback_t old_cb,
+                          op* claimed) noexcept {
   if (!w) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   worker_guard g(w);
-  ucp_datatype_t dt = (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
+  ucp_datatype_t dt =
+      (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
   // Hot path: a contiguous receive into a request from the pool.
   if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_CONTIG && !claimed && !old_cb &&
       !(p && (p->op_attr_mask & (UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO)))) [[likely]] {
@@ -203,7 +206,8 @@ ucs_status_ptr_t tag_recv(ucp_worker* w, void* buf, size_t count, ucp_tag_t tag,
       m.context = &o->fctx;
       rc = fi_trecvmsg(tp->ep, &m, FI_CLAIM | FI_COMPLETION);
     } else if (o->niov == 1) {
-      rc = fi_trecv(tp->ep, o->iov[0].iov_base, o->iov[0].iov_len, nullptr, FI_ADDR_UNSPEC, tag, ~mask, &o->fctx);
+      rc = fi_trecv(tp->ep, o->iov[0].iov_base, o->iov[0].iov_len, nullptr, FI_ADDR_UNSPEC, tag, ~mask,
+                    &o->fctx);
     } else {
       rc = fi_trecvv(tp->ep, o->iov, nullptr, o->niov, FI_ADDR_UNSPEC, tag, ~mask, &o->fctx);
     }
@@ -248,7 +252,8 @@ void sync_acked(ucp_worker* w, const frame& f) noexcept {
   rmap_take(w, r->id);
   r->id = 0;
   r->flags &= ~RF_WAIT_ACK;
-  if (!r->pending && !(r->flags & RF_COMPLETED)) req_complete(r, r->status == UCS_INPROGRESS ? UCS_OK : r->status);
+  if (!r->pending && !(r->flags & RF_COMPLETED))
+    req_complete(r, r->status == UCS_INPROGRESS ? UCS_OK : r->status);
 }
 
 }  // namespace wucp
@@ -260,13 +265,13 @@ UCP_EXPORT ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void* buffer, si
   return tag_send(ep, buffer, count, tag, param, false, nullptr);
 }
 
-UCP_EXPORT ucs_status_ptr_t ucp_tag_send_sync_nbx(ucp_ep_h ep, const void* buffer, size_t count, ucp_tag_t tag,
-                                                  const ucp_request_param_t* param) {
+UCP_EXPORT ucs_status_ptr_t ucp_tag_send_sync_nbx(ucp_ep_h ep, const void* buffer, size_t count,
+                                                  ucp_tag_t tag, const ucp_request_param_t* param) {
   return tag_send(ep, buffer, count, tag, param, true, nullptr);
 }
 
-UCP_EXPORT ucs_status_ptr_t ucp_tag_send_nb(ucp_ep_h ep, const void* buffer, size_t count, ucp_datatype_t datatype,
-                                            ucp_tag_t tag, ucp_send_callback_t cb) {
+UCP_EXPORT ucs_status_ptr_t ucp_tag_send_nb(ucp_ep_h ep, const void* buffer, size_t count,
+                                            ucp_datatype_t datatype, ucp_tag_t tag, ucp_send_callback_t cb) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   p.datatype = datatype;
@@ -274,15 +279,16 @@ UCP_EXPORT ucs_status_ptr_t ucp_tag_send_nb(ucp_ep_h ep, const void* buffer, siz
 }
 
 UCP_EXPORT ucs_status_ptr_t ucp_tag_send_sync_nb(ucp_ep_h ep, const void* buffer, size_t count,
-                                                 ucp_datatype_t datatype, ucp_tag_t tag, ucp_send_callback_t cb) {
+                                                 ucp_datatype_t datatype, ucp_tag_t tag,
+                                                 ucp_send_callback_t cb) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   p.datatype = datatype;
   return tag_send(ep, buffer, count, tag, &p, true, cb);
 }
 
-UCP_EXPORT ucs_status_t ucp_tag_send_nbr(ucp_ep_h ep, const void* buffer, size_t count, ucp_datatype_t datatype,
-                                         ucp_tag_t tag, void* req) {
+UCP_EXPORT ucs_status_t ucp_tag_send_nbr(ucp_ep_h ep, const void* buffer, size_t count,
+                                         ucp_datatype_t datatype, ucp_tag_t tag, void* req) {
   if (!req) return UCS_ERR_INVALID_PARAM;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REQUEST;
@@ -297,16 +303,18 @@ UCP_EXPORT ucs_status_ptr_t ucp_tag_recv_nbx(ucp_worker_h worker, void* buffer, 
   return tag_recv(worker, buffer, count, tag, tag_mask, param, nullptr, nullptr);
 }
 
-UCP_EXPORT ucs_status_ptr_t ucp_tag_recv_nb(ucp_worker_h worker, void* buffer, size_t count, ucp_datatype_t datatype,
-                                            ucp_tag_t tag, ucp_tag_t tag_mask, ucp_tag_recv_callback_t cb) {
+UCP_EXPORT ucs_status_ptr_t ucp_tag_recv_nb(ucp_worker_h worker, void* buffer, size_t count,
+                                            ucp_datatype_t datatype, ucp_tag_t tag, ucp_tag_t tag_mask,
+                                            ucp_tag_recv_callback_t cb) {
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
   p.datatype = datatype;
   return tag_recv(worker, buffer, count, tag, tag_mask, &p, cb, nullptr);
 }
 
-UCP_EXPORT ucs_status_t ucp_tag_recv_nbr(ucp_worker_h worker, void* buffer, size_t count, ucp_datatype_t datatype,
-                                         ucp_tag_t tag, ucp_tag_t tag_mask, void* req) {
+UCP_EXPORT ucs_status_t ucp_tag_recv_nbr(ucp_worker_h worker, void* buffer, size_t count,
+                                         ucp_datatype_t datatype, ucp_tag_t tag, ucp_tag_t tag_mask,
+                                         void* req) {
   if (!req) return UCS_ERR_INVALID_PARAM;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REQUEST;
@@ -340,7 +348,8 @@ UCP_EXPORT ucp_tag_message_h ucp_tag_probe_nb(ucp_worker_h w, ucp_tag_t tag, ucp
     fi_cq_tagged_entry e[16];
     ssize_t k = fi_cq_read(tp->cq, e, 16);
     for (ssize_t i = 0; i < k; i++) {
-      if (e[i].op_context == &o->fctx) dispatch(w, tp, e[i]);
+      if (e[i].op_context == &o->fctx)
+        dispatch(w, tp, e[i]);
       else {
         w->stash.emplace_back(tp, e[i]);
         w->attn = true;
@@ -366,7 +375,8 @@ UCP_EXPORT ucp_tag_message_h ucp_tag_probe_nb(ucp_worker_h w, ucp_tag_t tag, ucp
 }
 
 UCP_EXPORT ucs_status_ptr_t ucp_tag_msg_recv_nbx(ucp_worker_h worker, void* buffer, size_t count,
-                                                 ucp_tag_message_h message, const ucp_request_param_t* param) {
+                                                 ucp_tag_message_h message,
+                                                 const ucp_request_param_t* param) {
   auto* o = reinterpret_cast<op*>(message);
   if (!worker || !o || reinterpret_cast<uint8_t*>(message) == &g_probe_seen || o->type != OP_TPEEK ||
       !(o->flags & OPF_CLAIMED))

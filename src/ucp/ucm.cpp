@@ -46,7 +46,8 @@ UCM_EXPORT ucs_status_t ucm_set_event_handler(int events, int priority, ucm_even
   if (!cb || !events) return UCS_ERR_INVALID_PARAM;
   std::lock_guard l(g_lock);
   handler h{events & ~(UCM_EVENT_FLAG_NO_INSTALL | UCM_EVENT_FLAG_EXISTING_ALLOC), priority, cb, arg};
-  auto it = std::find_if(g_handlers.begin(), g_handlers.end(), [&](const handler& x) { return x.priority > priority; });
+  auto it = std::find_if(g_handlers.begin(), g_handlers.end(),
+                         [&](const handler& x) { return x.priority > priority; });
   g_handlers.insert(it, h);
   return UCS_OK;
 }
@@ -86,6 +87,10 @@ UCM_EXPORT ucs_status_t ucm_test_external_events(int events) {
   return (events & ~g_external) ? UCS_ERR_UNSUPPORTED : UCS_OK;
 }
 
-UCM_EXPORT void ucm_vm_mmap(void* addr, size_t length) { dispatch(UCM_EVENT_VM_MAPPED, addr, length); }
+UCM_EXPORT void ucm_vm_mmap(void* addr, size_t length) {
+  dispatch(UCM_EVENT_VM_MAPPED, addr, length);
+}
 
-UCM_EXPORT void ucm_vm_munmap(void* addr, size_t length) { dispatch(UCM_EVENT_VM_UNMAPPED, addr, length); }
+UCM_EXPORT void ucm_vm_munmap(void* addr, size_t length) {
+  dispatch(UCM_EVENT_VM_UNMAPPED, addr, length);
+}

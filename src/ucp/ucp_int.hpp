@@ -43,8 +43,8 @@ namespace wucp {
 enum log_lvl : int { L_FATAL, L_ERROR, L_WARN, L_DIAG, L_INFO, L_DEBUG, L_TRACE };
 extern int g_log_level;
 void log_msg(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3), cold));
-#define WUCP_LOG(l, ...)                                         \
-  do {                                                           \
+#define WUCP_LOG(l, ...)                                               \
+  do {                                                                 \
     if ((l) <= ::wucp::g_log_level) ::wucp::log_msg((l), __VA_ARGS__); \
   } while (0)
 
@@ -79,7 +79,7 @@ struct config {
   bool tls_negate = false;
   std::vector<std::string> net_devices;  // UCX_NET_DEVICES ("all" when unset)
   std::string log_level = "warn";
-  double keepalive_s = 1.0;  // UCX_KEEPALIVE_INTERVAL
+  double keepalive_s = 1.0;   // UCX_KEEPALIVE_INTERVAL
   size_t rx_buf_size = 8192;  // frames above this travel by rendezvous (RDMA read)
   std::vector<std::pair<std::string, std::string>> modified;  // ucp_config_modify
 };
@@ -100,7 +100,7 @@ struct domain_tp {
   fid_domain* domain = nullptr;
   std::string prov_name, dev_name;
   size_t inject = 0, iov_limit = 1, max_msg = 0;
-  bool atomics = false;  // FI_ATOMIC usable
+  bool atomics = false;    // FI_ATOMIC usable
   bool virt_addr = false;  // FI_MR_VIRT_ADDR: RMA addresses are virtual
   bool prov_key = false;
   bool tagged_peek = true;
@@ -119,17 +119,25 @@ enum req_flags : uint16_t {
 };
 enum cb_kind : uint8_t {
   CB_NONE,
-  CB_SEND_NB,     // ucp_send_callback_t(req, status)
-  CB_SEND_NBX,    // ucp_send_nbx_callback_t(req, status, user_data)
-  CB_TAG_RECV_NB, // ucp_tag_recv_callback_t(req, status, info*)
+  CB_SEND_NB,      // ucp_send_callback_t(req, status)
+  CB_SEND_NBX,     // ucp_send_nbx_callback_t(req, status, user_data)
+  CB_TAG_RECV_NB,  // ucp_tag_recv_callback_t(req, status, info*)
   CB_TAG_RECV_NBX,
-  CB_STREAM_NB,   // (req, status, length)
+  CB_STREAM_NB,  // (req, status, length)
   CB_STREAM_NBX,
-  CB_AM_DATA,     // ucp_am_recv_data_nbx_callback_t
-  CB_INTERNAL,    // void (*)(request*): the face's own continuation
+  CB_AM_DATA,   // ucp_am_recv_data_nbx_callback_t
+  CB_INTERNAL,  // void (*)(request*): the face's own continuation
 };
 enum req_kind : uint8_t {
-  RK_SEND, RK_TAG_RECV, RK_STREAM_RECV, RK_FLUSH, RK_CLOSE, RK_AM_DATA, RK_ATOMIC, RK_RMA, RK_SYNC_SEND,
+  RK_SEND,
+  RK_TAG_RECV,
+  RK_STREAM_RECV,
+  RK_FLUSH,
+  RK_CLOSE,
+  RK_AM_DATA,
+  RK_ATOMIC,
+  RK_RMA,
+  RK_SYNC_SEND,
 };
 
 struct ucp_dt_info;
@@ -171,7 +179,7 @@ struct alignas(16) request {
   void* g_state = nullptr;
   ucs_status_t (*g_unpack)(void*, size_t, const void*, size_t) = nullptr;
   void (*g_finish)(void*) = nullptr;
-  void* aux = nullptr;  // kind-specific (AM rendezvous descriptor, the receive op)
+  void* aux = nullptr;   // kind-specific (AM rendezvous descriptor, the receive op)
   fid_mr* mr = nullptr;  // rendezvous source registration, closed at completion
   void* user() noexcept { return this + 1; }
   static request* of(void* user) noexcept { return static_cast<request*>(user) - 1; }
@@ -180,11 +188,11 @@ static_assert(sizeof(request) % 16 == 0);
 
 enum op_type : uint8_t {
   OP_FREE,
-  OP_TSEND,    // fi_tsend*
-  OP_TRECV,    // fi_trecv*
-  OP_TPEEK,    // fi_trecvmsg FI_PEEK (ucp_tag_probe_nb)
-  OP_MSEND,    // a frame (control, AM, stream) by fi_sendv
-  OP_MRECV,    // a posted frame buffer (rx_buf)
+  OP_TSEND,  // fi_tsend*
+  OP_TRECV,  // fi_trecv*
+  OP_TPEEK,  // fi_trecvmsg FI_PEEK (ucp_tag_probe_nb)
+  OP_MSEND,  // a frame (control, AM, stream) by fi_sendv
+  OP_MRECV,  // a posted frame buffer (rx_buf)
   OP_WRITE,
   OP_READ,
   OP_ATOMIC,
@@ -193,15 +201,15 @@ enum op_type : uint8_t {
   OP_TRECV_REQ,  // the context is a request's (a contiguous tag receive)
 };
 enum op_flags : uint16_t {
-  OPF_ON_EP = 1,      // linked on ep->ops
-  OPF_PENDING = 2,    // not issued yet (back-pressure), on ep->pending
-  OPF_COUNTS = 4,     // counted in ep->inflight (flush)
-  OPF_CLAIMED = 8,    // a peeked message claimed (FI_CLAIM) for ucp_tag_msg_recv
+  OPF_ON_EP = 1,    // linked on ep->ops
+  OPF_PENDING = 2,  // not issued yet (back-pressure), on ep->pending
+  OPF_COUNTS = 4,   // counted in ep->inflight (flush)
+  OPF_CLAIMED = 8,  // a peeked message claimed (FI_CLAIM) for ucp_tag_msg_recv
   OPF_FREE_BOUNCE = 16,
-  OPF_SYNC = 32,      // tagged send needs the receiver's acknowledgement
-  OPF_FENCED = 64,    // issue only once the endpoint has nothing else in flight
-  OPF_NEEDS_ID = 128, // needs the peer endpoint's id (frames, sync sends)
-  OPF_AM_ACK = 256,   // an AM rendezvous read: acknowledge the sender when done
+  OPF_SYNC = 32,       // tagged send needs the receiver's acknowledgement
+  OPF_FENCED = 64,     // issue only once the endpoint has nothing else in flight
+  OPF_NEEDS_ID = 128,  // needs the peer endpoint's id (frames, sync sends)
+  OPF_AM_ACK = 256,    // an AM rendezvous read: acknowledge the sender when done
   OPF_PEEK_DONE = 512,
 };
 
@@ -221,7 +229,7 @@ struct op {
   request* req = nullptr;
   ucp_ep* ep = nullptr;
   iface* tp = nullptr;
-  link ep_link;       // on ep->ops (issued) or ep->pending (not issued)
+  link ep_link;  // on ep->ops (issued) or ep->pending (not issued)
   op* next_free = nullptr;
   fi_addr_t dest = FI_ADDR_UNSPEC;
   iovec iov[4]{};
@@ -237,7 +245,8 @@ struct op {
   alignas(8) uint8_t hdr[64];  // frame header lives here while the send is in flight
   static op* of(void* ctx) noexcept { return static_cast<op*>(ctx); }
 };
-static_assert(offsetof(op, type) == sizeof(fi_context2) && offsetof(request, ctx_type) == sizeof(fi_context2));
+static_assert(offsetof(op, type) == sizeof(fi_context2) &&
+              offsetof(request, ctx_type) == sizeof(fi_context2));
 
 // A posted buffer for frames (FI_MSG).
 struct rx_buf {
@@ -294,7 +303,7 @@ struct addr_hdr {
 };
 static_assert(sizeof(addr_hdr) == 32);
 inline constexpr uint32_t addr_magic = 0x50435577;  // "wUCP"
-struct addr_entry {  // followed by len bytes of the provider's address
+struct addr_entry {                                 // followed by len bytes of the provider's address
   uint8_t kind;
   uint8_t len;
 };
@@ -327,10 +336,10 @@ struct iface {
 // ---------------------------------------------------------------- endpoint state
 enum ep_state : uint8_t { EP_CONNECTING, EP_CONNECTED, EP_FAILED, EP_CLOSED };
 enum ep_flags_int : uint32_t {
-  EPF_USER = 1,        // handed to the application (not an internal reply endpoint)
+  EPF_USER = 1,  // handed to the application (not an internal reply endpoint)
   EPF_NO_LOOPBACK = 2,
-  EPF_CM_CLIENT = 4,   // created from a socket address
-  EPF_CM_SERVER = 8,   // created from a connection request
+  EPF_CM_CLIENT = 4,  // created from a socket address
+  EPF_CM_SERVER = 8,  // created from a connection request
   EPF_REMOTE_CLOSED = 16,
   EPF_CLOSING = 32,
   EPF_ERR_NOTIFIED = 64,
@@ -392,9 +401,9 @@ struct ucp_ep {
   char name[UCP_ENTITY_NAME_MAX]{};
   wucp::peer_addr peer;
   uint64_t conn_sn = 0;
-  wucp::link ops;      // issued provider operations
-  wucp::link pending;  // operations waiting for connection or back-pressure
-  wucp::link reqs;     // requests in flight (send side)
+  wucp::link ops;       // issued provider operations
+  wucp::link pending;   // operations waiting for connection or back-pressure
+  wucp::link reqs;      // requests in flight (send side)
   size_t inflight = 0;  // ops (issued or queued) that a flush waits for
   size_t issued = 0;    // of those, handed to the provider
   uint32_t fence_epoch = 0;
@@ -402,8 +411,8 @@ struct ucp_ep {
   bool ka_inflight = false;
   uint8_t close_stage = 0;
   std::vector<wucp::request*> flushes;
-  wucp::link fail_link;     // on worker->failed
-  wucp::link stream_link;   // on worker->stream_ready
+  wucp::link fail_link;    // on worker->failed
+  wucp::link stream_link;  // on worker->stream_ready
   std::vector<wucp::stream_chunk> stream_q;
   size_t stream_bytes = 0;
   std::vector<wucp::request*> stream_recvs;
@@ -465,7 +474,8 @@ struct ucp_worker {
   std::vector<uint32_t> rmap_free;
   std::unordered_map<uint64_t, uint64_t> conn_sn;  // next sequence number per remote worker
   std::unordered_map<wucp::conn_pair_key, ucp_ep*, wucp::conn_pair_hash> unmatched;  // internal eps
-  std::unordered_map<wucp::conn_pair_key, ucp_ep*, wucp::conn_pair_hash> expect;  // user eps awaiting their peer
+  std::unordered_map<wucp::conn_pair_key, ucp_ep*, wucp::conn_pair_hash>
+      expect;                      // user eps awaiting their peer
   std::vector<ucp_ep*> graveyard;  // closed endpoints, deleted at the end of progress
   // pools
   std::vector<std::unique_ptr<uint8_t[]>> req_chunks;
@@ -479,9 +489,9 @@ struct ucp_worker {
   // completions read while waiting for a peek result
   std::vector<std::pair<wucp::iface*, fi_cq_tagged_entry>> stash;
   size_t stash_pos = 0;
-  wucp::link failed;        // endpoints whose error handler is due
-  wucp::link stream_ready;  // endpoints with stream data
-  std::vector<ucp_ep*> pend_list;  // endpoints with queued operations
+  wucp::link failed;                    // endpoints whose error handler is due
+  wucp::link stream_ready;              // endpoints with stream data
+  std::vector<ucp_ep*> pend_list;       // endpoints with queued operations
   std::vector<wucp::op*> ctrl_pending;  // control frames the provider pushed back
   uint32_t fence_epoch = 0;
   // active messages
@@ -632,8 +642,8 @@ int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload,
 
 // datatypes (datatype.cpp)
 struct dt_view {
-  uint8_t cls;          // UCP_DATATYPE_CONTIG / IOV / GENERIC
-  size_t length;        // bytes (generic: packed size)
+  uint8_t cls;    // UCP_DATATYPE_CONTIG / IOV / GENERIC
+  size_t length;  // bytes (generic: packed size)
   const ucp_dt_iov_t* iov = nullptr;
   size_t iovcnt = 0;
   const ucp_generic_dt_ops_t* ops = nullptr;
@@ -643,7 +653,8 @@ bool dt_describe(ucp_datatype_t dt, const void* buf, size_t count, dt_view& v, b
 // Packs a send-side buffer of any datatype into dst (v.length bytes).
 ucs_status_t dt_pack(ucp_datatype_t dt, const void* buf, size_t count, void* dst, size_t len) noexcept;
 // Packs any datatype into a new buffer (malloc), taking one pack state.
-ucs_status_t dt_pack_alloc(ucp_datatype_t dt, const void* buf, size_t count, void** out, size_t* len) noexcept;
+ucs_status_t dt_pack_alloc(ucp_datatype_t dt, const void* buf, size_t count, void** out,
+                           size_t* len) noexcept;
 // Unpacks len received bytes into the receive buffer of any datatype.
 ucs_status_t dt_unpack(ucp_datatype_t dt, void* buf, size_t count, const void* src, size_t len) noexcept;
 // The receive side of a datatype: IOV and generic receive into the request's

@@ -21,7 +21,10 @@ void log_msg(int level, const char* fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "[weft-ucp %d] %5s %s\n", static_cast<int>(getpid()), names[level < 0 ? 0 : level > 6 ? 6 : level],
+  fprintf(stderr, "[weft-ucp %d] %5s %s\n", static_cast<int>(getpid()),
+          names[level < 0   ? 0
+                : level > 6 ? 6
+                            : level],
           buf);
 }
 
@@ -34,31 +37,47 @@ double now_s() noexcept {
 ucs_status_t from_fi(int e) noexcept {
   if (e < 0) e = -e;
   switch (e) {
-    case 0: return UCS_OK;
-    case FI_EAGAIN: return UCS_ERR_NO_RESOURCE;
-    case FI_ENOMEM: return UCS_ERR_NO_MEMORY;
-    case FI_EINVAL: return UCS_ERR_INVALID_PARAM;
+    case 0:
+      return UCS_OK;
+    case FI_EAGAIN:
+      return UCS_ERR_NO_RESOURCE;
+    case FI_ENOMEM:
+      return UCS_ERR_NO_MEMORY;
+    case FI_EINVAL:
+      return UCS_ERR_INVALID_PARAM;
     case FI_ENOSYS:
-    case FI_EOPNOTSUPP: return UCS_ERR_UNSUPPORTED;
-    case FI_ETRUNC: return UCS_ERR_MESSAGE_TRUNCATED;
-    case FI_ECANCELED: return UCS_ERR_CANCELED;
-    case FI_ENOMSG: return UCS_ERR_NO_MESSAGE;
-    case FI_ECONNREFUSED: return UCS_ERR_REJECTED;
+    case FI_EOPNOTSUPP:
+      return UCS_ERR_UNSUPPORTED;
+    case FI_ETRUNC:
+      return UCS_ERR_MESSAGE_TRUNCATED;
+    case FI_ECANCELED:
+      return UCS_ERR_CANCELED;
+    case FI_ENOMSG:
+      return UCS_ERR_NO_MESSAGE;
+    case FI_ECONNREFUSED:
+      return UCS_ERR_REJECTED;
     case FI_ECONNRESET:
     case FI_ECONNABORTED:
     case FI_ENOTCONN:
-    case FI_ESHUTDOWN: return UCS_ERR_CONNECTION_RESET;
-    case FI_ETIMEDOUT: return UCS_ERR_ENDPOINT_TIMEOUT;
+    case FI_ESHUTDOWN:
+      return UCS_ERR_CONNECTION_RESET;
+    case FI_ETIMEDOUT:
+      return UCS_ERR_ENDPOINT_TIMEOUT;
     case FI_EHOSTUNREACH:
     case FI_ENETUNREACH:
-    case FI_EADDRNOTAVAIL: return UCS_ERR_UNREACHABLE;
+    case FI_EADDRNOTAVAIL:
+      return UCS_ERR_UNREACHABLE;
     case FI_EACCES:
-    case FI_EPERM: return UCS_ERR_INVALID_PARAM;
+    case FI_EPERM:
+      return UCS_ERR_INVALID_PARAM;
     case FI_EIO:
-    case FI_EREMOTEIO: return UCS_ERR_CONNECTION_RESET;
+    case FI_EREMOTEIO:
+      return UCS_ERR_CONNECTION_RESET;
     case FI_ENODATA:
-    case FI_ENOENT: return UCS_ERR_NO_ELEM;
-    default: return UCS_ERR_IO_ERROR;
+    case FI_ENOENT:
+      return UCS_ERR_NO_ELEM;
+    default:
+      return UCS_ERR_IO_ERROR;
   }
 }
 
@@ -97,7 +116,7 @@ uint64_t host_identity() noexcept {
   gethostname(buf, sizeof buf - 1);
   h = fnv(h, buf, strlen(buf));
   for (const char* ns : {"/proc/self/ns/ipc", "/proc/self/ns/net"}) {
-    struct stat st{};
+    struct stat st {};
     if (stat(ns, &st) == 0) h = fnv(h, &st.st_ino, sizeof st.st_ino);
   }
   return h ? h : 1;

@@ -38,8 +38,7 @@ void op_pool_grow(ucp_worker* w) noexcept {
       w->op_free = &chunk[i];
     }
     w->op_chunks.push_back(std::move(chunk));
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void op_attach(op* o, ucp_ep* ep, request* r, bool counts) noexcept {
@@ -119,8 +118,7 @@ void ensure_pending(ucp_ep* ep) noexcept {
     ep->w->pend_list.push_back(ep);
     ep->w->attn = true;
     ep->on_pend_list = true;
-  } catch (...) {
-  }
+  } catch (...) {}
 }
 
 void enqueue(ucp_ep* ep, op* o) noexcept {
@@ -199,8 +197,8 @@ int issue(ucp_worker* w, op* o) noexcept {
     }
     case OP_FATOMIC:
       if (o->aop == FI_CSWAP)
-        rc = fi_compare_atomic(fep, &o->operand, 1, nullptr, &o->compare, nullptr, &o->result, nullptr, o->dest,
-                               o->raddr, o->rkey, static_cast<fi_datatype>(o->adt), FI_CSWAP, ctx);
+        rc = fi_compare_atomic(fep, &o->operand, 1, nullptr, &o->compare, nullptr, &o->result, nullptr,
+                               o->dest, o->raddr, o->rkey, static_cast<fi_datatype>(o->adt), FI_CSWAP, ctx);
       else
         rc = fi_fetch_atomic(fep, &o->operand, 1, nullptr, &o->result, nullptr, o->dest, o->raddr, o->rkey,
                              static_cast<fi_datatype>(o->adt), static_cast<fi_op>(o->aop), ctx);
@@ -370,8 +368,7 @@ int post_rx(iface* tp, rx_buf* b) noexcept {
   ssize_t rc;
   int tries = 0;
   while ((rc = fi_recv(tp->ep, b->data, b->size, nullptr, FI_ADDR_UNSPEC, &b->o.fctx)) == -FI_EAGAIN &&
-         tries++ < 100) {
-  }
+         tries++ < 100) {}
   if (rc == 0) tp->rx_posted++;
   return static_cast<int>(rc);
 }
@@ -545,7 +542,8 @@ void handle_cq_error(ucp_worker* w, iface* tp) noexcept {
   }
   // A transport error on an operation towards a peer fails its endpoint
   // (access errors of one RMA do not).
-  if (o->ep && err.err != FI_ECANCELED && err.err != FI_EACCES && err.err != FI_EINVAL && err.err != FI_ETRUNC)
+  if (o->ep && err.err != FI_ECANCELED && err.err != FI_EACCES && err.err != FI_EINVAL &&
+      err.err != FI_ETRUNC)
     ep_fail(o->ep, st);
   op_finish(w, o, st);
 }
@@ -566,7 +564,9 @@ void dispatch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry& e) noexcept {
       req_complete_plain(r);
       break;
     }
-    case OP_TRECV: trecv_done(w, o, e); break;
+    case OP_TRECV:
+      trecv_done(w, o, e);
+      break;
     case OP_MRECV:
       tp->rx_posted--;
       frame_recv(w, tp, reinterpret_cast<rx_buf*>(o), e.len);
@@ -578,8 +578,10 @@ void dispatch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry& e) noexcept {
       o->raddr = e.len;
       o->rkey = (e.flags & FI_REMOTE_CQ_DATA) ? e.data : 0;
       break;
-    case OP_FREE: break;
-    default: op_finish(w, o, UCS_OK);
+    case OP_FREE:
+      break;
+    default:
+      op_finish(w, o, UCS_OK);
   }
 }
 
@@ -664,8 +666,9 @@ unsigned progress_full(ucp_worker* w) noexcept {
   w->in_progress = was;
   if (!was && !w->graveyard.empty()) [[unlikely]]
     bury(w);
-  w->attn = w->tps.size() > 1 || w->deferred_head || w->stash_pos < w->stash.size() || !w->ctrl_pending.empty() ||
-            !w->pend_list.empty() || !w->failed.empty() || w->cm_users || w->peer_mode_eps || !w->graveyard.empty();
+  w->attn = w->tps.size() > 1 || w->deferred_head || w->stash_pos < w->stash.size() ||
+            !w->ctrl_pending.empty() || !w->pend_list.empty() || !w->failed.empty() || w->cm_users ||
+            w->peer_mode_eps || !w->graveyard.empty();
   return n;
 }
 
@@ -716,7 +719,8 @@ void keepalive(ucp_worker* w) noexcept {
   if (t - w->ka_last < iv / 2) return;
   w->ka_last = t;
   for (ucp_ep* ep : w->eps) {
-    if (!ep || ep->err_mode != UCP_ERR_HANDLING_MODE_PEER || ep->state == EP_FAILED || ep->close_stage) continue;
+    if (!ep || ep->err_mode != UCP_ERR_HANDLING_MODE_PEER || ep->state == EP_FAILED || ep->close_stage)
+      continue;
     if (ep->pidfd >= 0) {
       pollfd p{ep->pidfd, POLLIN, 0};
       if (poll(&p, 1, 0) > 0) ep_fail(ep, UCS_ERR_CONNECTION_RESET);
@@ -772,8 +776,7 @@ bool ensure_wakeup(ucp_worker* w) {
 
 void drain(int fd) {
   uint64_t v;
-  while (read(fd, &v, sizeof v) > 0) {
-  }
+  while (read(fd, &v, sizeof v) > 0) {}
 }
 }  // namespace
 
@@ -836,7 +839,8 @@ UCP_EXPORT void ucp_worker_destroy(ucp_worker_h w) {
   {
     worker_guard g(w);
     w->destroying = true;
-    for (auto* l : std::vector<listener_impl*>(w->listeners)) ucp_listener_destroy(reinterpret_cast<ucp_listener_h>(l));
+    for (auto* l : std::vector<listener_impl*>(w->listeners))
+      ucp_listener_destroy(reinterpret_cast<ucp_listener_h>(l));
     for (ucp_ep* ep : std::vector<ucp_ep*>(w->eps))
       if (ep) {
         ep_purge(ep, UCS_ERR_CANCELED);
@@ -890,7 +894,8 @@ UCP_EXPORT ucs_status_t ucp_worker_query(ucp_worker_h w, ucp_worker_attr_t* attr
   }
   if (attr->field_mask & UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER)
     attr->max_am_header = w->ctx->cfg.rx_buf_size - sizeof(frame) - 64;
-  if (attr->field_mask & UCP_WORKER_ATTR_FIELD_NAME) snprintf(attr->name, sizeof attr->name, "%s", w->name.c_str());
+  if (attr->field_mask & UCP_WORKER_ATTR_FIELD_NAME)
+    snprintf(attr->name, sizeof attr->name, "%s", w->name.c_str());
   if (attr->field_mask & UCP_WORKER_ATTR_FIELD_MAX_INFO_STRING) attr->max_debug_string = 128;
   return UCS_OK;
 }
@@ -905,8 +910,8 @@ UCP_EXPORT void ucp_worker_print_info(ucp_worker_h w, FILE* stream) {
           : w->thread_mode == UCS_THREAD_MODE_SERIALIZED ? "serialized"
                                                          : "single");
   for (auto& tp : w->tps)
-    fprintf(stream, "#               transport: %s (libfabric %s, device %s, inject %zu)\n", tp_name(tp->d->kind),
-            tp->d->prov_name.c_str(), tp->d->dev_name.c_str(), tp->d->inject);
+    fprintf(stream, "#               transport: %s (libfabric %s, device %s, inject %zu)\n",
+            tp_name(tp->d->kind), tp->d->prov_name.c_str(), tp->d->dev_name.c_str(), tp->d->inject);
   fprintf(stream, "#\n");
 }
 
@@ -920,7 +925,9 @@ UCP_EXPORT ucs_status_t ucp_worker_get_address(ucp_worker_h w, ucp_address_t** a
   return UCS_OK;
 }
 
-UCP_EXPORT void ucp_worker_release_address(ucp_worker_h, ucp_address_t* address) { free(address); }
+UCP_EXPORT void ucp_worker_release_address(ucp_worker_h, ucp_address_t* address) {
+  free(address);
+}
 
 UCP_EXPORT ucs_status_t ucp_worker_address_query(ucp_address_t* address, ucp_worker_address_attr_t* attr) {
   if (!address || !attr) return UCS_ERR_INVALID_PARAM;
@@ -982,8 +989,7 @@ UCP_EXPORT ucs_status_t ucp_worker_wait(ucp_worker_h w) {
   if (st == UCS_ERR_BUSY) return UCS_OK;
   if (st != UCS_OK) return st;
   pollfd p{w->epfd, POLLIN, 0};
-  while (poll(&p, 1, -1) < 0 && errno == EINTR) {
-  }
+  while (poll(&p, 1, -1) < 0 && errno == EINTR) {}
   return UCS_OK;
 }
 

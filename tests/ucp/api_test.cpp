@@ -26,18 +26,17 @@
 namespace {
 
 int g_fail = 0;
-#define CK(c)                                                                                            \
-  do {                                                                                                   \
-    if (!(c)) {                                                                                          \
+#define CK(c)                                                                                        \
+  do {                                                                                               \
+    if (!(c)) {                                                                                      \
       fprintf(stderr, "%s:%d: check failed in pid %d: %s\n", __FILE__, __LINE__, (int)getpid(), #c); \
-      g_fail++;                                                                                          \
-    }                                                                                                    \
+      g_fail++;                                                                                      \
+    }                                                                                                \
   } while (0)
 
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
 
 constexpr uint64_t all_features = UCP_FEATURE_TAG | UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 |
                                   UCP_FEATURE_WAKEUP | UCP_FEATURE_STREAM | UCP_FEATURE_AM;
@@ -226,11 +225,14 @@ void two(const std::function<void(side&)>& fn, bool expect_child_killed = false)
   if (expect_child_killed) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   } else {
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 1 checks failed (status " << status << ")";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank 1 checks failed (status " << status << ")";
   }
 }
 
-uint8_t pat(size_t i, int salt) { return static_cast<uint8_t>(i * 131 + salt * 17 + (i >> 8)); }
+uint8_t pat(size_t i, int salt) {
+  return static_cast<uint8_t>(i * 131 + salt * 17 + (i >> 8));
+}
 void fill(void* b, size_t n, int salt) {
   for (size_t i = 0; i < n; i++) static_cast<uint8_t*>(b)[i] = pat(i, salt);
 }
@@ -288,8 +290,8 @@ TEST(ucp, config_context_worker) {
   ucp_worker_h w = nullptr;
   ASSERT_EQ(ucp_worker_create(ctx, &wp, &w), UCS_OK);
   ucp_worker_attr_t wa{};
-  wa.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE | UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_NAME |
-                  UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+  wa.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE | UCP_WORKER_ATTR_FIELD_ADDRESS |
+                  UCP_WORKER_ATTR_FIELD_NAME | UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
   ASSERT_EQ(ucp_worker_query(w, &wa), UCS_OK);
   EXPECT_EQ(wa.thread_mode, UCS_THREAD_MODE_SINGLE);
   EXPECT_GT(wa.address_length, 0u);
@@ -421,7 +423,8 @@ TEST(ucp, tag_sync_send_and_cancel) {
       // large synchronous send, old API
       std::vector<uint8_t> big(300000);
       fill(big.data(), big.size(), 9);
-      CK(s.wait(ucp_tag_send_sync_nb(s.ep, big.data(), big.size(), ucp_dt_make_contig(1), 6, nullptr)) == UCS_OK);
+      CK(s.wait(ucp_tag_send_sync_nb(s.ep, big.data(), big.size(), ucp_dt_make_contig(1), 6, nullptr)) ==
+         UCS_OK);
       // nbr: the request lives in our memory, after UCP's part
       ucp_context_attr_t ca{};
       ca.field_mask = UCP_ATTR_FIELD_REQUEST_SIZE;
@@ -432,7 +435,8 @@ TEST(ucp, tag_sync_send_and_cancel) {
       ucs_status_t st = ucp_tag_send_nbr(s.ep, big.data(), 5000, ucp_dt_make_contig(1), 8, req);
       CK(st == UCS_OK || st == UCS_INPROGRESS);
       t0 = now();
-      while (st == UCS_INPROGRESS && ucp_request_check_status(req) == UCS_INPROGRESS && now() - t0 < 10) s.progress();
+      while (st == UCS_INPROGRESS && ucp_request_check_status(req) == UCS_INPROGRESS && now() - t0 < 10)
+        s.progress();
       CK(st == UCS_OK || ucp_request_check_status(req) == UCS_OK);
       s.barrier();
     } else {
@@ -443,10 +447,12 @@ TEST(ucp, tag_sync_send_and_cancel) {
       CK(s.wait(ucp_tag_recv_nbx(s.w, &v, sizeof v, 5, ~0ull, &p)) == UCS_OK);
       CK(v == 4242);
       std::vector<uint8_t> big(300000);
-      CK(s.wait(ucp_tag_recv_nb(s.w, big.data(), big.size(), ucp_dt_make_contig(1), 6, ~0ull, nullptr)) == UCS_OK);
+      CK(s.wait(ucp_tag_recv_nb(s.w, big.data(), big.size(), ucp_dt_make_contig(1), 6, ~0ull, nullptr)) ==
+         UCS_OK);
       CK(same(big.data(), big.size(), 9));
       std::vector<uint8_t> b2(5000);
-      CK(s.wait(ucp_tag_recv_nb(s.w, b2.data(), b2.size(), ucp_dt_make_contig(1), 8, ~0ull, nullptr)) == UCS_OK);
+      CK(s.wait(ucp_tag_recv_nb(s.w, b2.data(), b2.size(), ucp_dt_make_contig(1), 8, ~0ull, nullptr)) ==
+         UCS_OK);
       CK(same(b2.data(), 5000, 10));
       // a posted receive nobody sends to is cancelled
       uint64_t never;
@@ -653,7 +659,8 @@ TEST(ucp, requests_user_memory_and_init) {
       s.barrier();
     } else {
       std::vector<char> b(1 << 20);
-      for (int i = 0; i < 200; i++) CK(s.wait(ucp_tag_recv_nbx(s.w, b.data(), 5000, 9, ~0ull, nullptr)) == UCS_OK);
+      for (int i = 0; i < 200; i++)
+        CK(s.wait(ucp_tag_recv_nbx(s.w, b.data(), 5000, 9, ~0ull, nullptr)) == UCS_OK);
       CK(s.wait(ucp_tag_recv_nbx(s.w, b.data(), 1, 10, ~0ull, nullptr)) == UCS_OK);
       CK(s.wait(ucp_tag_recv_nbx(s.w, b.data(), 100000, 11, ~0ull, nullptr)) == UCS_OK);
       CK(b[99999] == 'q');
@@ -716,7 +723,8 @@ TEST(ucp, active_messages) {
     s.connect();
     am_state st;
     ucp_am_handler_param_t hp{};
-    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.field_mask =
+        UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     hp.id = 17;
     hp.cb = am_cb;
     hp.arg = &st;
@@ -830,7 +838,8 @@ TEST(ucp, stream) {
         CK(s.wait(ucp_stream_send_nbx(s.ep, d.data() + off, piece, &p)) == UCS_OK);
         off += piece;
       }
-      CK(s.wait(ucp_stream_send_nb(s.ep, d.data() + off, N - off, ucp_dt_make_contig(1), nullptr, 0)) == UCS_OK);
+      CK(s.wait(ucp_stream_send_nb(s.ep, d.data() + off, N - off, ucp_dt_make_contig(1), nullptr, 0)) ==
+         UCS_OK);
       s.barrier();
     } else {
       std::vector<uint8_t> d(N);
@@ -895,7 +904,8 @@ struct remote_region {
 // and packed key with the peer, unpacks the peer's.
 remote_region share(side& s, void** local, size_t len, bool allocate) {
   ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_ADDRESS;
+  mp.field_mask =
+      UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS | UCP_MEM_MAP_PARAM_FIELD_ADDRESS;
   mp.length = len;
   if (allocate) {
     mp.flags = UCP_MEM_MAP_ALLOCATE;
@@ -946,13 +956,15 @@ TEST(ucp, rma_put_get_every_form) {
         // put: nbx (large and inline-small), nbi, nb, blocking
         CK(s.wait(ucp_put_nbx(s.ep, src.data(), 1 << 20, rr.addr, rr.rkey, &p)) == UCS_OK);
         CK(s.wait(ucp_put_nbx(s.ep, src.data() + (1 << 20), 8, rr.addr + (1 << 20), rr.rkey, &p)) == UCS_OK);
-        ucs_status_t st = ucp_put_nbi(s.ep, src.data() + (1 << 20) + 8, 1000, rr.addr + (1 << 20) + 8, rr.rkey);
+        ucs_status_t st =
+            ucp_put_nbi(s.ep, src.data() + (1 << 20) + 8, 1000, rr.addr + (1 << 20) + 8, rr.rkey);
         CK(st == UCS_OK || st == UCS_INPROGRESS);
         CK(s.wait(ucp_put_nb(s.ep, src.data() + (1 << 20) + 1008, 100000, rr.addr + (1 << 20) + 1008, rr.rkey,
                              nullptr)) == UCS_OK);
         CK(ucp_put(s.ep, src.data() + (1 << 20) + 101008, (2 << 20) - 101008, rr.addr + (1 << 20) + 101008,
                    rr.rkey) == UCS_OK);
-        CK(ucp_put_nbi(s.ep, src.data() + (3 << 20), 1 << 20, rr.addr + (3 << 20), rr.rkey) != UCS_ERR_INVALID_PARAM);
+        CK(ucp_put_nbi(s.ep, src.data() + (3 << 20), 1 << 20, rr.addr + (3 << 20), rr.rkey) !=
+           UCS_ERR_INVALID_PARAM);
         ucp_request_param_t f{};
         CK(s.wait(ucp_ep_flush_nbx(s.ep, &f)) == UCS_OK);
         char done = 1;
@@ -963,8 +975,8 @@ TEST(ucp, rma_put_get_every_form) {
         CK(s.wait(ucp_get_nbx(s.ep, back.data(), 1 << 20, rr.addr, rr.rkey, &p)) == UCS_OK);
         st = ucp_get_nbi(s.ep, back.data() + (1 << 20), 1 << 20, rr.addr + (1 << 20), rr.rkey);
         CK(st == UCS_OK || st == UCS_INPROGRESS);
-        CK(s.wait(ucp_get_nb(s.ep, back.data() + (2 << 20), 1 << 19, rr.addr + (2 << 20), rr.rkey, nullptr)) ==
-           UCS_OK);
+        CK(s.wait(ucp_get_nb(s.ep, back.data() + (2 << 20), 1 << 19, rr.addr + (2 << 20), rr.rkey,
+                             nullptr)) == UCS_OK);
         CK(ucp_get(s.ep, back.data() + (5 << 19), 3 << 19, rr.addr + (5 << 19), rr.rkey) == UCS_OK);
         CK(ucp_worker_flush(s.w) == UCS_OK);
         CK(same(back.data(), LEN, 41));
@@ -1000,8 +1012,10 @@ void amo_case(side& s, remote_region& rr, T* mine, int size_tag) {
     CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_ADD, &v, 1, rr.addr, rr.rkey, &p)) == UCS_OK);
     T m = 0x0f;
     CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_AND, &m, 1, rr.addr + sizeof(T), rr.rkey, &p)) == UCS_OK);
-    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_OR, &m, 1, rr.addr + 2 * sizeof(T), rr.rkey, &p)) == UCS_OK);
-    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_XOR, &m, 1, rr.addr + 3 * sizeof(T), rr.rkey, &p)) == UCS_OK);
+    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_OR, &m, 1, rr.addr + 2 * sizeof(T), rr.rkey, &p)) ==
+       UCS_OK);
+    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_XOR, &m, 1, rr.addr + 3 * sizeof(T), rr.rkey, &p)) ==
+       UCS_OK);
     // UCP orders nothing without a fence or a flush
     CK(ucp_ep_flush(s.ep) == UCS_OK);
     // fetching forms
@@ -1013,29 +1027,36 @@ void amo_case(side& s, remote_region& rr, T* mine, int size_tag) {
     if (res != T(105)) fprintf(stderr, "fetch-add returned %llu\n", (unsigned long long)res);
     CK(res == T(105));
     T sw = 7;
-    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_SWAP, &sw, 1, rr.addr + 4 * sizeof(T), rr.rkey, &f)) == UCS_OK);
+    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_SWAP, &sw, 1, rr.addr + 4 * sizeof(T), rr.rkey, &f)) ==
+       UCS_OK);
     CK(res == T(400));
     T cmp = 7;
     res = 9;  // value to swap in
-    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_CSWAP, &cmp, 1, rr.addr + 4 * sizeof(T), rr.rkey, &f)) == UCS_OK);
+    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_CSWAP, &cmp, 1, rr.addr + 4 * sizeof(T), rr.rkey, &f)) ==
+       UCS_OK);
     CK(res == T(7));
     cmp = 1234;  // fails: the target keeps 9
     res = 11;
-    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_CSWAP, &cmp, 1, rr.addr + 4 * sizeof(T), rr.rkey, &f)) == UCS_OK);
+    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_CSWAP, &cmp, 1, rr.addr + 4 * sizeof(T), rr.rkey, &f)) ==
+       UCS_OK);
     CK(res == T(9));
     T fm = 0xf0;
-    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_AND, &fm, 1, rr.addr + 5 * sizeof(T), rr.rkey, &f)) == UCS_OK);
+    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_AND, &fm, 1, rr.addr + 5 * sizeof(T), rr.rkey, &f)) ==
+       UCS_OK);
     CK(res == T(0xff));
-    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_OR, &fm, 1, rr.addr + 6 * sizeof(T), rr.rkey, &f)) == UCS_OK);
+    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_OR, &fm, 1, rr.addr + 6 * sizeof(T), rr.rkey, &f)) ==
+       UCS_OK);
     CK(res == T(0x0f));
-    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_XOR, &fm, 1, rr.addr + 7 * sizeof(T), rr.rkey, &f)) == UCS_OK);
+    CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_XOR, &fm, 1, rr.addr + 7 * sizeof(T), rr.rkey, &f)) ==
+       UCS_OK);
     CK(res == T(0xff));
     // old API
-    CK(ucp_atomic_post(s.ep, UCP_ATOMIC_POST_OP_ADD, 1, sizeof(T), rr.addr + 8 * sizeof(T), rr.rkey) == UCS_OK);
+    CK(ucp_atomic_post(s.ep, UCP_ATOMIC_POST_OP_ADD, 1, sizeof(T), rr.addr + 8 * sizeof(T), rr.rkey) ==
+       UCS_OK);
     CK(ucp_worker_fence(s.w) == UCS_OK);
     T r2 = 0;
-    CK(s.wait(ucp_atomic_fetch_nb(s.ep, UCP_ATOMIC_FETCH_OP_FADD, 2, &r2, sizeof(T), rr.addr + 8 * sizeof(T), rr.rkey,
-                                  nullptr)) == UCS_OK);
+    CK(s.wait(ucp_atomic_fetch_nb(s.ep, UCP_ATOMIC_FETCH_OP_FADD, 2, &r2, sizeof(T), rr.addr + 8 * sizeof(T),
+                                  rr.rkey, nullptr)) == UCS_OK);
     CK(r2 == T(1));
     if (sizeof(T) == 4) {
       uint32_t o = 0;
@@ -1057,7 +1078,9 @@ void amo_case(side& s, remote_region& rr, T* mine, int size_tag) {
     s.barrier();
   } else {
     s.barrier();
-    fprintf(stderr, "target: %llu %llu %llu %llu %llu\n", (unsigned long long)mine[0], (unsigned long long)mine[1], (unsigned long long)mine[2], (unsigned long long)mine[3], (unsigned long long)mine[4]);
+    fprintf(stderr, "target: %llu %llu %llu %llu %llu\n", (unsigned long long)mine[0],
+            (unsigned long long)mine[1], (unsigned long long)mine[2], (unsigned long long)mine[3],
+            (unsigned long long)mine[4]);
     CK(mine[0] == T(110) && mine[1] == T(0x0f & 0xff) && mine[2] == T(0xff) && mine[3] == T(0xf0));
     CK(mine[4] == T(9) && mine[5] == T(0xf0) && mine[6] == T(0xff) && mine[7] == T(0x0f) && mine[8] == T(3));
     CK(mine[9] == T(4));
@@ -1128,7 +1151,8 @@ TEST(ucp, ep_query_perf_print_modify) {
     a.transports.entries = full;
     a.transports.num_entries = 4;
     a.transports.entry_size = sizeof full[0];
-    CK(ucp_ep_query(s.ep, &a) == UCS_OK && a.transports.num_entries == 1 && !strcmp(full[0].device_name, "memory"));
+    CK(ucp_ep_query(s.ep, &a) == UCS_OK && a.transports.num_entries == 1 &&
+       !strcmp(full[0].device_name, "memory"));
     ucp_ep_evaluate_perf_param_t pp{};
     ucp_ep_evaluate_perf_attr_t pa{};
     pp.field_mask = UCP_EP_PERF_PARAM_FIELD_MESSAGE_SIZE;
@@ -1256,7 +1280,7 @@ TEST(ucp, peer_killed_error_handler_and_requests) {
         std::vector<uint8_t> big(8 << 20, 1);
         ucp_request_param_t p = send_param();
         void* r = ucp_tag_send_nbx(s.ep, big.data(), big.size(), 3, &p);  // never received
-        void* r2 = ucp_tag_send_sync_nbx(s.ep, big.data(), 8, 4, &p);      // never matched
+        void* r2 = ucp_tag_send_sync_nbx(s.ep, big.data(), 8, 4, &p);     // never matched
         ucp_request_param_t fp{};
         void* fl = ucp_ep_flush_nbx(s.ep, &fp);
         s.barrier();
@@ -1347,7 +1371,8 @@ TEST(ucp, multi_thread_worker) {
           for (uint32_t i = 0; i < PER; i++) {
             uint32_t v = t * 100000 + i;
             void* r = ucp_tag_send_nbx(s.ep, &v, sizeof v, 100 + t, nullptr);
-            while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(s.w);
+            while (UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) == UCS_INPROGRESS)
+              ucp_worker_progress(s.w);
             if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
           }
         });
@@ -1420,8 +1445,9 @@ TEST(ucp, client_server_listener) {
     to.sin_port = htons(port);
     for (int k = 0; k < 2; k++) {
       ucp_ep_params_t ep{};
-      ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_USER_DATA;
+      ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                      UCP_EP_PARAM_FIELD_USER_DATA;
       ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER | UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID;
       ep.sockaddr.addr = reinterpret_cast<sockaddr*>(&to);
       ep.sockaddr.addrlen = sizeof to;
@@ -1486,7 +1512,8 @@ TEST(ucp, client_server_listener) {
   ucp_request_param_t sp{};
   sp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   sp.flags = UCP_STREAM_RECV_FLAG_WAITALL;
-  EXPECT_EQ(data.wait(ucp_stream_recv_nbx(data.ep, got, strlen("hello over tcp connection management") + 1, &gl, &sp)),
+  EXPECT_EQ(data.wait(ucp_stream_recv_nbx(data.ep, got, strlen("hello over tcp connection management") + 1,
+                                          &gl, &sp)),
             UCS_OK);
   EXPECT_STREQ(got, "hello over tcp connection management");
   EXPECT_EQ(data.wait(ucp_tag_send_nbx(data.ep, "reply", 6, 2, nullptr)), UCS_OK);

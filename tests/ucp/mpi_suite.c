@@ -18,17 +18,19 @@
 static int rank, size;
 static int failures;
 
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
+#define CHECK(cond, ...)                                                  \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
       fprintf(stderr, "rank %d: FAIL %s:%d: ", rank, __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-      failures++;                                          \
-    }                                                      \
+      fprintf(stderr, __VA_ARGS__);                                       \
+      fprintf(stderr, "\n");                                              \
+      failures++;                                                         \
+    }                                                                     \
   } while (0)
 
-static unsigned char pattern(size_t i, int src, int salt) { return (unsigned char)(i * 31 + src * 7 + salt); }
+static unsigned char pattern(size_t i, int src, int salt) {
+  return (unsigned char)(i * 31 + src * 7 + salt);
+}
 
 static void fill(unsigned char* b, size_t n, int src, int salt) {
   for (size_t i = 0; i < n; i++) b[i] = pattern(i, src, salt);
@@ -42,7 +44,8 @@ static size_t check_buf(const unsigned char* b, size_t n, int src, int salt) {
 
 /* Every rank sends to rank+1 and receives from rank-1, every size. */
 static void pt2pt(void) {
-  static const size_t sizes[] = {0, 1, 7, 8, 64, 1000, 4096, 8192, 65536, 65537, 262144, 1 << 20, 3000001, 16 << 20};
+  static const size_t sizes[] = {0,    1,     7,     8,      64,      1000,    4096,
+                                 8192, 65536, 65537, 262144, 1 << 20, 3000001, 16 << 20};
   int to = (rank + 1) % size, from = (rank + size - 1) % size;
   unsigned char* s = malloc(16 << 20);
   unsigned char* r = malloc((16 << 20) + 64);

@@ -39,7 +39,7 @@ static int wait_one(struct fi_cq_tagged_entry* e, int* err) {
 static void send_unexpected(uint64_t tag, int v) {
   struct fi_cq_tagged_entry e;
   while (fi_tinject(ep, &v, sizeof v, self, tag) == -FI_EAGAIN) fi_cq_read(cq, &e, 1);
-  for (int k = 0; k < 1000; k++) fi_cq_read(cq, &e, 1);  /* let it arrive */
+  for (int k = 0; k < 1000; k++) fi_cq_read(cq, &e, 1); /* let it arrive */
 }
 
 int main(void) {
@@ -69,7 +69,8 @@ int main(void) {
   send_unexpected(0x1001, 5);
   fi_trecv(ep, &r, sizeof r, NULL, FI_ADDR_UNSPEC, 0x1000, 0xff, &c);
   int got = wait_one(&e, &err);
-  printf("1. receive (tag 0x1000, ignore 0xff) of unexpected tag 0x1001: %s\n", got == 1 ? "matched" : "NOT matched");
+  printf("1. receive (tag 0x1000, ignore 0xff) of unexpected tag 0x1001: %s\n",
+         got == 1 ? "matched" : "NOT matched");
   ok &= got == 1;
   /* 2. FI_PEEK of an unexpected message, then a plain receive of it */
   send_unexpected(0x2002, 6);
