@@ -296,12 +296,7 @@ ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hle
   request* r = req_from_param(w, p);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   r->kind = RK_SEND;
-  if (old_cb) {
-    r->cbk = CB_SEND_NB;
-    r->cb = reinterpret_cast<void*>(old_cb);
-  } else {
-    req_set_cb(r, p, CB_SEND_NBX);
-  }
+  req_set_any_cb(r, p, CB_SEND_NBX, reinterpret_cast<void*>(old_cb), CB_SEND_NB);
   const void* src = buffer;
   r->bounce = packed;  // the request owns the packed data now
   packed = nullptr;

@@ -83,12 +83,7 @@ ucs_status_ptr_t amo_post(ucp_ep* ep, ucp_atomic_op_t opc, const void* value, si
     req_set_cb(r, p, CB_SEND_NBX);
   }
   op_attach(o, ep, r, true);
-  if (w->fence_epoch != ep->fence_epoch) {
-    ep->fence_epoch = w->fence_epoch;
-    if (ep->issued) o->flags |= OPF_FENCED;
-  }
-  bool direct = ep->pending.empty() && ep->dest != FI_ADDR_UNSPEC && !(o->flags & OPF_FENCED);
-  int rc = direct ? issue(w, o) : -FI_EAGAIN;
+  int rc = issue_one_sided(w, ep, o);
   if (rc == -FI_EAGAIN) {
     enqueue(ep, o);
   } else if (rc < 0) {
@@ -153,6 +148,13 @@ ucs_status_t blocking_fetch(ucp_ep_h ep, ucp_atomic_op_t opc, T value, uint64_t 
   worker_guard g(ep->w);
   return wait_ptr(ep->w, sp);
 }
+// The value in *result on entry is the one swapped in (as UCP_ATOMIC_OP_CSWAP).
+template <class T>
+ucs_status_t blocking_cswap(ucp_ep_h ep, T compare, T swap, uint64_t raddr, ucp_rkey_h rkey, T* result) {
+  if (!result) return UCS_ERR_INVALID_PARAM;
+  *result = swap;
+  return blocking_fetch<T>(ep, UCP_ATOMIC_OP_CSWAP, compare, raddr, rkey, result);
+}
 }  // namespace
 
 UCP_EXPORT ucs_status_t ucp_atomic_add32(ucp_ep_h ep, uint32_t add, uint64_t remote_addr, ucp_rkey_h rkey) {
@@ -185,14 +187,10 @@ UCP_EXPORT ucs_status_t ucp_atomic_swap64(ucp_ep_h ep, uint64_t swap, uint64_t r
 
 UCP_EXPORT ucs_status_t ucp_atomic_cswap32(ucp_ep_h ep, uint32_t compare, uint32_t swap, uint64_t remote_addr,
                                            ucp_rkey_h rkey, uint32_t* result) {
-  if (!result) return UCS_ERR_INVALID_PARAM;
-  *result = swap;
-  return blocking_fetch<uint32_t>(ep, UCP_ATOMIC_OP_CSWAP, compare, remote_addr, rkey, result);
+  return blocking_cswap<uint32_t>(ep, compare, swap, remote_addr, rkey, result);
 }
 
 UCP_EXPORT ucs_status_t ucp_atomic_cswap64(ucp_ep_h ep, uint64_t compare, uint64_t swap, uint64_t remote_addr,
                                            ucp_rkey_h rkey, uint64_t* result) {
-  if (!result) return UCS_ERR_INVALID_PARAM;
-  *result = swap;
-  return blocking_fetch<uint64_t>(ep, UCP_ATOMIC_OP_CSWAP, compare, remote_addr, rkey, result);
+  return blocking_cswap<uint64_t>(ep, compare, swap, remote_addr, rkey, result);
 }

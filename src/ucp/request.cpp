@@ -77,6 +77,16 @@ void req_set_cb(request* r, const ucp_request_param_t* p, uint8_t nbx_kind) noex
   }
 }
 
+void req_set_any_cb(request* r, const ucp_request_param_t* p, uint8_t nbx_kind, void* old_cb,
+                    uint8_t old_kind) noexcept {
+  if (old_cb) {
+    r->cbk = old_kind;
+    r->cb = old_cb;
+  } else {
+    req_set_cb(r, p, nbx_kind);
+  }
+}
+
 void call_cb(request* r) noexcept {
   void* h = r->user();
   switch (r->cbk) {

@@ -85,12 +85,7 @@ ucs_status_ptr_t rma_post(ucp_ep* ep, bool write, void* buf, size_t len, uint64_
     req_set_cb(r, p, CB_SEND_NBX);
   }
   op_attach(o, ep, r, true);
-  if (w->fence_epoch != ep->fence_epoch) {
-    ep->fence_epoch = w->fence_epoch;
-    if (ep->issued) o->flags |= OPF_FENCED;
-  }
-  bool direct = ep->pending.empty() && ep->dest != FI_ADDR_UNSPEC && !(o->flags & OPF_FENCED);
-  int rc = direct ? issue(w, o) : -FI_EAGAIN;
+  int rc = issue_one_sided(w, ep, o);
   if (rc == -FI_EAGAIN) {
     if (imm) {
       // Queued: the application may reuse the buffer at return, so copy it.

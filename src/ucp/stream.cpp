@@ -89,12 +89,7 @@ ucs_status_ptr_t stream_send(ucp_ep* ep, const void* buffer, size_t count, const
     return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   }
   r->kind = RK_SEND;
-  if (old_cb) {
-    r->cbk = CB_SEND_NB;
-    r->cb = reinterpret_cast<void*>(old_cb);
-  } else {
-    req_set_cb(r, p, CB_SEND_NBX);
-  }
+  req_set_any_cb(r, p, CB_SEND_NBX, reinterpret_cast<void*>(old_cb), CB_SEND_NB);
   r->bounce = packed;  // freed when the request completes
   r->pending++;        // held while the frames are handed out
   for (size_t off = 0; off < v.length; off += chunk) {
@@ -139,12 +134,7 @@ ucs_status_ptr_t stream_recv(ucp_ep* ep, void* buffer, size_t count, size_t* len
   request* r = req_from_param(w, p);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   r->kind = RK_STREAM_RECV;
-  if (old_cb) {
-    r->cbk = CB_STREAM_NB;
-    r->cb = reinterpret_cast<void*>(old_cb);
-  } else {
-    req_set_cb(r, p, CB_STREAM_NBX);
-  }
+  req_set_any_cb(r, p, CB_STREAM_NBX, reinterpret_cast<void*>(old_cb), CB_STREAM_NB);
   r->buf = buffer;
   r->count = count;
   r->dt = dt;

@@ -72,12 +72,7 @@ ucs_status_ptr_t tag_send(ucp_ep* ep, const void* buf, size_t count, ucp_tag_t t
   request* r = req_from_param(w, p);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   r->kind = sync ? RK_SYNC_SEND : RK_SEND;
-  if (old_cb) {
-    r->cbk = CB_SEND_NB;
-    r->cb = reinterpret_cast<void*>(old_cb);
-  } else {
-    req_set_cb(r, p, CB_SEND_NBX);
-  }
+  req_set_any_cb(r, p, CB_SEND_NBX, reinterpret_cast<void*>(old_cb), CB_SEND_NB);
   op* o = op_alloc(w);
   if (!o) {
     req_complete(r, UCS_ERR_NO_MEMORY);
@@ -160,12 +155,7 @@ ucs_status_ptr_t tag_recv(ucp_worker* w, void* buf, size_t count, ucp_tag_t tag,
   request* r = req_from_param(w, p);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   r->kind = RK_TAG_RECV;
-  if (old_cb) {
-    r->cbk = CB_TAG_RECV_NB;
-    r->cb = reinterpret_cast<void*>(old_cb);
-  } else {
-    req_set_cb(r, p, CB_TAG_RECV_NBX);
-  }
+  req_set_any_cb(r, p, CB_TAG_RECV_NBX, reinterpret_cast<void*>(old_cb), CB_TAG_RECV_NB);
   iface* tp = claimed ? claimed->tp : w->tps[0].get();
   op* o = claimed ? claimed : op_alloc(w);
   if (!o) {

@@ -570,6 +570,9 @@ void req_pool_grow(ucp_worker* w) noexcept;
 void call_cb(request* r) noexcept;
 request* req_from_param(ucp_worker* w, const ucp_request_param_t* p) noexcept;
 void req_set_cb(request* r, const ucp_request_param_t* p, uint8_t nbx_kind) noexcept;
+// The callback of an _nb call (old_cb, of kind old_kind) or else of the param.
+void req_set_any_cb(request* r, const ucp_request_param_t* p, uint8_t nbx_kind, void* old_cb,
+                    uint8_t old_kind) noexcept;
 void req_complete(request* r, ucs_status_t st) noexcept;
 void run_deferred(ucp_worker* w) noexcept;
 ucs_status_ptr_t req_return(request* r) noexcept;  // the handle to give the application
@@ -592,6 +595,8 @@ int cq_read_some(iface* tp, fi_cq_tagged_entry* e, size_t n, bool* err) noexcept
 void handle_cq_error(ucp_worker* w, iface* tp) noexcept;
 void dispatch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry& e) noexcept;
 void check_flushes(ucp_worker* w, ucp_ep* ep) noexcept;
+void dispatch_batch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry* e, ssize_t k) noexcept;
+int issue_one_sided(ucp_worker* w, ucp_ep* ep, op* o) noexcept;
 void ep_close_progress(ucp_ep* ep) noexcept;
 void trecv_done(ucp_worker* w, op* o, const fi_cq_tagged_entry& e) noexcept;
 void sync_acked(ucp_worker* w, const frame& f) noexcept;

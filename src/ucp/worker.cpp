@@ -127,6 +127,18 @@ void enqueue(ucp_ep* ep, op* o) noexcept {
   ensure_pending(ep);
 }
 
+// One-sided operations (RMA, atomics) go in order with ucp_worker_fence:
+// after a fence an operation waits until those issued before it completed.
+// -FI_EAGAIN: the caller queues it (enqueue).
+int issue_one_sided(ucp_worker* w, ucp_ep* ep, op* o) noexcept {
+  if (w->fence_epoch != ep->fence_epoch) {
+    ep->fence_epoch = w->fence_epoch;
+    if (ep->issued) o->flags |= OPF_FENCED;
+  }
+  bool direct = ep->pending.empty() && ep->dest != FI_ADDR_UNSPEC && !(o->flags & OPF_FENCED);
+  return direct ? issue(w, o) : -FI_EAGAIN;
+}
+
 int issue(ucp_worker* w, op* o) noexcept {
   (void)w;
   if (o->ep) {
@@ -585,6 +597,21 @@ void dispatch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry& e) noexcept {
   }
 }
 
+// After an active-message callback the application gets control back
+// before the next one (programs such as UCX's client/server example re-arm
+// their handler state between messages): the rest of the batch waits.
+void dispatch_batch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry* e, ssize_t k) noexcept {
+  for (ssize_t i = 0; i < k; i++) {
+    dispatch(w, tp, e[i]);
+    if (w->am_called) [[unlikely]] {
+      w->am_called = false;
+      for (ssize_t j = i + 1; j < k; j++) w->stash.emplace_back(tp, e[j]);
+      w->attn = true;
+      return;
+    }
+  }
+}
+
 // Closed endpoints are deleted only here, where no caller holds one.
 void bury(ucp_worker* w) noexcept {
   auto g = std::move(w->graveyard);
@@ -631,18 +658,7 @@ unsigned progress_full(ucp_worker* w) noexcept {
     fi_cq_tagged_entry e[cq_batch];
     ssize_t k = fi_cq_read(tp->cq, e, cq_batch);
     if (k > 0) {
-      for (ssize_t i = 0; i < k; i++) {
-        dispatch(w, tp, e[i]);
-        if (w->am_called) [[unlikely]] {
-          // After an active-message callback the application gets control
-          // back before the next one (programs such as UCX's client/server
-          // example re-arm their handler state between messages).
-          w->am_called = false;
-          for (ssize_t j = i + 1; j < k; j++) w->stash.emplace_back(tp, e[j]);
-          w->attn = true;
-          break;
-        }
-      }
+      dispatch_batch(w, tp, e, k);
       n += static_cast<unsigned>(k);
     } else if (k == -FI_EAVAIL) [[unlikely]] {
       handle_cq_error(w, tp);
@@ -695,15 +711,7 @@ unsigned progress(ucp_worker* w) noexcept {
   }
   bool was = w->in_progress;
   w->in_progress = true;
-  for (ssize_t i = 0; i < k; i++) {
-    dispatch(w, tp, e[i]);
-    if (w->am_called) [[unlikely]] {
-      w->am_called = false;
-      for (ssize_t j = i + 1; j < k; j++) w->stash.emplace_back(tp, e[j]);
-      w->attn = true;
-      break;
-    }
-  }
+  dispatch_batch(w, tp, e, k);
   w->in_progress = was;
   if (w->attn) [[unlikely]]
     progress_full(w);
