@@ -37,7 +37,7 @@ void send_ats(ucp_worker* w, uint32_t ep_id, uint32_t req_id, bool error) noexce
 // fresh one in its place.
 void hold_rx(ucp_worker* w, iface* tp, rx_buf* b, void* data) {
   b->held = true;
-  w->am_held[data] = {1, b};
+  if (data) w->am_held[data] = {1, b};
   void* mem = aligned_alloc(64, (sizeof(rx_buf) + b->size + 63) & ~size_t{63});
   if (!mem) return;
   auto* nb = new (mem) rx_buf();
@@ -80,6 +80,16 @@ void old_am_fetched(request* r) {
 
 }  // namespace
 
+// Frames that arrived for a client endpoint before its connection completed.
+void replay_early(ucp_ep* ep) noexcept {
+  auto early = std::move(ep->early);
+  ep->early.clear();
+  for (auto& [b, len] : early) {
+    b->held = false;  // reposted after it is handled (its replacement stays posted too)
+    frame_recv(ep->w, b->tp, b, len);
+  }
+}
+
 void am_read_done(ucp_worker* w, void* desc, bool ok) noexcept {
   auto* d = static_cast<rndv_desc*>(desc);
   send_ats(w, d->ep_id, d->req_id, !ok);
@@ -94,11 +104,19 @@ void frame_recv(ucp_worker* w, iface* tp, rx_buf* b, size_t len) noexcept {
     size_t plen = len - sizeof f;
     if (f.type != F_CONN_REQ && f.type != F_CONN_REP) {
       // A server may send right after accepting, before this client has
-      // read its CONNECTED event: read it first (it is on its way).
+      // read its CONNECTED event (which tells it the server's endpoint id):
+      // read the event queue, and if the event is still on its way, keep the
+      // frame until it arrives (ep_connected replays it).
       ucp_ep* ep = ep_lookup(w, f.dst);
       if (ep && ep->state == EP_CONNECTING && (ep->flags & EPF_CM_CLIENT)) {
-        double t0 = now_s();
-        while (ep->state == EP_CONNECTING && now_s() - t0 < 2.0) cm_progress(w);
+        cm_progress(w);
+        if (ep->state == EP_CONNECTING) {
+          try {
+            ep->early.emplace_back(b, len);
+            hold_rx(w, tp, b, nullptr);
+            return;
+          } catch (...) {}
+        }
       }
     }
     switch (f.type) {

@@ -74,6 +74,9 @@ void ep_free(ucp_ep* ep) noexcept {
     o->flags &= ~OPF_ON_EP;
   }
   while (!ep->reqs.empty()) ep->reqs.next->unlink();
+  for (auto& e : ep->early)
+    if (!w->destroying) post_rx(e.first->tp, e.first);
+  ep->early.clear();
   if (ep->fail_link.linked()) ep->fail_link.unlink();
   if (ep->stream_link.linked()) ep->stream_link.unlink();
   if (ep->pidfd >= 0) close(ep->pidfd);
@@ -150,6 +153,8 @@ void ep_connected(ucp_ep* ep, uint32_t remote_id) noexcept {
   auto it = w->expect.find({ep->peer.uuid, ep->conn_sn});
   if (it != w->expect.end() && it->second == ep) w->expect.erase(it);
   if (!ep->pending.empty()) ensure_pending(ep);
+  if (!ep->early.empty()) [[unlikely]]
+    replay_early(ep);
 }
 
 void apply_params(ucp_ep* ep, const ucp_ep_params_t* p);

@@ -422,7 +422,8 @@ struct ucp_ep {
   sockaddr_storage local_sa{}, remote_sa{};
   bool has_sa = false;
   uint64_t client_id = 0;
-  int pidfd = -1;  // peer on this host: liveness without traffic
+  int pidfd = -1;                                       // peer on this host: liveness without traffic
+  std::vector<std::pair<wucp::rx_buf*, size_t>> early;  // frames before CONNECTED (client)
   double last_alive = 0;
   wucp::request* close_req = nullptr;
   // ucp_ep_query transports: names valid until the endpoint closes
@@ -604,6 +605,7 @@ void send_sync_ack(ucp_worker* w, uint64_t data) noexcept;
 void stream_cancel(request* r) noexcept;
 void am_read_done(ucp_worker* w, void* desc, bool ok) noexcept;
 void am_release_all(ucp_worker* w) noexcept;
+void replay_early(ucp_ep* ep) noexcept;
 void frame_recv(ucp_worker* w, iface* tp, rx_buf* b, size_t len) noexcept;
 void ensure_pending(ucp_ep* ep) noexcept;
 bool progress_pending(ucp_worker* w) noexcept;
