@@ -48,6 +48,25 @@ void unmap(ucp_mem* m) {
   if (m->memfd >= 0) close(m->memfd);
 }
 
+constexpr size_t large_put = 64 << 10;
+
+void* local_desc(ucp_mem* m, domain_tp* d) noexcept {
+  for (auto& [dd, mr] : m->mrs)
+    if (dd == d) return fi_mr_desc(mr);
+  return nullptr;
+}
+
+void* find_desc(ucp_context* ctx, const void* buf, size_t len, domain_tp* d) noexcept {
+  std::lock_guard l(ctx->lock);
+  auto a = reinterpret_cast<uintptr_t>(buf);
+  auto it = ctx->regions.upper_bound(a);
+  if (it == ctx->regions.begin()) return nullptr;
+  --it;
+  ucp_mem* m = it->second;
+  if (a - it->first > m->len || len > m->len - (a - it->first)) return nullptr;
+  return local_desc(m, d);
+}
+
 }  // namespace
 
 ucs_status_ptr_t rma_post(ucp_ep* ep, bool write, void* buf, size_t len, uint64_t raddr, ucp_rkey_h rkey,
@@ -71,6 +90,15 @@ ucs_status_ptr_t rma_post(ucp_ep* ep, bool write, void* buf, size_t len, uint64_
   o->raddr = rkey->virt ? raddr : raddr - rkey->base;
   o->rkey = rkey->key;
   o->dest = ep->dest;
+  // A large put from mapped memory names its registration: a provider may
+  // then copy from its own mapping of it (weft's shm splits such a write
+  // with the target).
+  if (write && len >= large_put) {
+    if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_MEMH) && p->memh)
+      o->desc = local_desc(p->memh, ep->tp->d);
+    else
+      o->desc = find_desc(w->ctx, buf, len, ep->tp->d);
+  }
   // A small put is copied by the provider (FI_INJECT): done at return, and
   // still tracked until it is complete at the target (flush).
   bool imm = write && len <= ep->tp->d->inject && !(p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL));
@@ -185,6 +213,7 @@ UCP_EXPORT ucs_status_t ucp_mem_map(ucp_context_h ctx, const ucp_mem_map_params_
       }
       m->mrs.emplace_back(d.get(), mr);
     }
+    ctx->regions[reinterpret_cast<uintptr_t>(m->addr)] = m.get();
     *memh_p = m.release();
     return UCS_OK;
   } catch (...) {
@@ -196,6 +225,8 @@ UCP_EXPORT ucs_status_t ucp_mem_unmap(ucp_context_h ctx, ucp_mem_h memh) {
   if (!ctx || !memh || memh->ctx != ctx) return UCS_ERR_INVALID_PARAM;
   {
     std::lock_guard l(ctx->lock);
+    auto it = ctx->regions.find(reinterpret_cast<uintptr_t>(memh->addr));
+    if (it != ctx->regions.end() && it->second == memh) ctx->regions.erase(it);
     unmap(memh);
   }
   delete memh;

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -237,6 +238,7 @@ struct op {
   uint64_t raddr = 0, rkey = 0;
   void* bounce = nullptr;
   fid_mr* mr = nullptr;  // rendezvous registration
+  void* desc = nullptr;  // the source's local descriptor (fi_mr_desc), when it lies in mapped memory
   // atomics
   uint32_t aop = 0, adt = 0;
   uint64_t operand = 0, compare = 0, result = 0;
@@ -384,6 +386,7 @@ struct ucp_context {
   uint64_t host_id = 0;
   std::mutex lock;  // registrations, worker list
   uint64_t next_key = 1;
+  std::map<uintptr_t, ucp_mem*> regions;  // mapped memory by start address (local descriptors)
 };
 
 struct ucp_ep {
@@ -740,6 +743,7 @@ inline op* op_alloc(ucp_worker* w) noexcept {
   o->bounce = nullptr;
   o->mr = nullptr;
   o->result_ptr = nullptr;
+  o->desc = nullptr;
   o->data = 0;
   return o;
 }

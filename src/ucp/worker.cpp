@@ -179,6 +179,7 @@ int issue(ucp_worker* w, op* o) noexcept {
       fi_rma_iov riov{o->raddr, o->iov[0].iov_len, o->rkey};
       fi_msg_rma m{};
       m.msg_iov = o->iov;
+      m.desc = o->desc ? &o->desc : nullptr;
       m.iov_count = 1;
       m.addr = o->dest;
       m.rma_iov = &riov;
