@@ -458,6 +458,7 @@ struct ucp_worker {
   bool in_progress = false;
   bool am_called = false;  // an active-message callback ran in this progress call
   wucp::iface* tp0 = nullptr;
+  fi_cq_tagged_entry cqe[16];  // where the fast path reads completions
   ucp_context* ctx = nullptr;
   bool mt = false;
   std::recursive_mutex mtx;
