@@ -68,7 +68,7 @@ ratios() {  # per-round a/b for metric m, then the median
 {
   echo "# The UCP face: $(date -u '+%F %T') UTC, $rounds rounds, CPUs $cpus"
   echo
-  echo "$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; UCX $(ucx_info -v 2>/dev/null | sed -n 's/^# Library version: //p')"
+  echo "$(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; UCX $(ucx_info -v 2>/dev/null | sed -n 's/^# Version //p')"
   echo
   echo "| metric | weft face | real UCX | raw fi_* over weft | face / UCX per round (median) | face / raw per round (median) |"
   echo "|---|---:|---:|---:|---|---|"
