@@ -194,13 +194,24 @@ netns)
   for ns in $nsa $nsb; do ip -n $ns link set lo up; done
   ip -n $nsa link set $va up && ip -n $nsb link set $vb up || fail "links up"
   ns_pair() {  # label server-args client-args (env from $envs) -> rc; logs in $tmp/ns_{srv,cli}.log
-    local label=$1 sargs=$2 cargs=$3
+    local label=$1 sargs=$2 cargs=$3 i
     ip netns exec $nsa env "${envs[@]}" timeout 60 stdbuf -oL $sargs >"$tmp/ns_srv.log" 2>&1 &
     local spid=$!
     pids+=($spid)
-    sleep 0.5
-    ip netns exec $nsb env "${envs[@]}" timeout 60 $cargs >"$tmp/ns_cli.log" 2>&1
-    local rc=$?
+    # the server is listening once it says so (hello world / client_server)
+    for i in $(seq 1 200); do
+      grep -q 'Waiting for connection\|listening on IP' "$tmp/ns_srv.log" 2>/dev/null && break
+      kill -0 $spid 2>/dev/null || break
+      sleep 0.05
+    done
+    local rc
+    for i in 1 2 3 4 5; do
+      ip netns exec $nsb env "${envs[@]}" timeout 60 $cargs >"$tmp/ns_cli.log" 2>&1
+      rc=$?
+      # the veth link may still be coming up: retry a refused connection
+      grep -q 'Failed to open client socket\|failed to connect' "$tmp/ns_cli.log" || break
+      sleep 0.5
+    done
     return $rc
   }
   port=$((20000 + RANDOM % 40000))
