@@ -565,5 +565,10 @@ else
   note "gnuplot not installed (gnuplot-nox): no plots"
 fi
 
+# The UCP face's rows (ucp-perf over UCX and weft, MPICH ping-pong): UCP=0 skips.
+if [ "${UCP:-1}" != 0 ] && [ -e "$build/lib/libucp.so.0" ]; then
+  bash "$root/bench/ucp_compare.sh" "$build" "${UCP_ROUNDS:-3}" | sed '1s/^# /## /' >>"$out/README.md" || note "ucp_compare.sh failed"
+fi
+
 echo "compare: done in $(( $(date +%s) - started )) s: $out/README.md"
 cat "$out/README.md"
