@@ -47,6 +47,7 @@ void unbind_all(endpoint& e) noexcept {
   if (e.av) e.av->drop_user();
   if (e.eq) {
     if (e.tops->eq_progress) eq_del_poller(e.eq, endpoint_poller, &e);
+    eq_forget(e.eq, &e.fid_.fid);
     eq_drop(e.eq);
   }
 }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/info.hpp"
 #include "util/fabric.hpp"
 #include "util/util.hpp"
 #include "util/wait.hpp"
@@ -293,6 +294,32 @@ int eq_add_poller(fid_eq* f, void (*fn)(void*), void* arg) noexcept {
 
 int eq_del_poller(fid_eq* f, void (*fn)(void*), void* arg) noexcept {
   return of(f)->progress.remove(fn, arg) ? 0 : -FI_ENOENT;
+}
+
+size_t eq_forget(fid_eq* f, const fid* gone) noexcept {
+  eq* e = of(f);
+  std::lock_guard<std::mutex> l(e->mtx);
+  size_t n = 0;
+  for (auto it = e->q.begin(); it != e->q.end();) {
+    const fid* about = nullptr;
+    if (it->is_err) {
+      about = it->err.fid;
+    } else if (it->data.size() >= sizeof(fid_t)) {
+      memcpy(&about, it->data.data(), sizeof about);  // fi_eq_entry and fi_eq_cm_entry start with fid
+    }
+    if (about != gone) {
+      ++it;
+      continue;
+    }
+    if (!it->is_err && it->event == FI_CONNREQ && it->data.size() >= sizeof(fi_eq_cm_entry)) {
+      fi_info* info = nullptr;
+      memcpy(&info, it->data.data() + offsetof(fi_eq_cm_entry, info), sizeof info);
+      info_free(info);  // nobody will read it: its request goes with the listener
+    }
+    it = e->q.erase(it);
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace weft

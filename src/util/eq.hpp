@@ -39,6 +39,13 @@ void eq_drop(fid_eq* eq) noexcept;
 int eq_add_poller(fid_eq* eq, void (*fn)(void*), void* arg) noexcept;
 int eq_del_poller(fid_eq* eq, void (*fn)(void*), void* arg) noexcept;
 
+// Drops the queued events (and error entries) about `gone`, an endpoint or
+// passive endpoint being closed, as libfabric does: an application that maps
+// events to its objects by fid must never see one about a closed object (its
+// address may already belong to a new one). FI_CONNREQ entries' fi_info are
+// freed. Returns how many were dropped.
+size_t eq_forget(fid_eq* eq, const fid* gone) noexcept;
+
 // Events queued (including error entries), for tests and diagnostics.
 size_t eq_count(fid_eq* eq) noexcept;
 

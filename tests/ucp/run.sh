@@ -3,9 +3,11 @@
 #   symbols          exported symbols and SONAMEs (symbols.sh)
 #   hello_world      Debian's ucp_hello_world.c in every mode, built against
 #                    Debian's headers and against weft's
-#   client_server    Debian's ucp_client_server.c (stream, tag, AM): over real
-#                    libfabric's tcp connection management now; over weft it
-#                    SKIPs until weft's tcp provider has its data path
+#   client_server    Debian's ucp_client_server.c (stream, tag, AM) with real
+#                    libfabric's tcp connection management
+#   client_server_weft  the same with weft's
+#   netns            hello world and client/server between two network
+#                    namespaces over tcp (weft's, then Debian's)
 #   mpich, openmpi   the suite's MPI program (mpi_suite.c) with 2 and 4 ranks
 #   api              the API tests (api_test.cpp) over weft
 #   api_real_fabric  the same over Debian's libfabric (its shm provider)
@@ -147,9 +149,6 @@ client_server|client_server_weft)
     cs_run tag -i 1
     rc=$?
     iters=2
-    if grep -q 'failed to listen (Unsupported operation)' "$tmp/cs_srv.log"; then
-      skip "weft's tcp provider has no data path yet (fi_passive_ep: -FI_ENOSYS), so there is no listener over weft"
-    fi
     [ $rc -eq 0 ] || { cat "$tmp/cs_srv.log" "$tmp/cs_cli.log"; fail "client/server over weft: rc $rc"; }
     for comm in stream tag am; do
       cs_run $comm -i 2 -v 3 || { cat "$tmp/cs_srv.log" "$tmp/cs_cli.log"; fail "$comm over weft"; }
@@ -215,43 +214,37 @@ netns)
     return $rc
   }
   port=$((20000 + RANDOM % 40000))
-  # weft's face over weft's tcp: SKIP until its data path exists.
-  envs=(LD_LIBRARY_PATH=$lib UCX_TLS=tcp)
-  ns_pair weft "$bin/ucp_hello_debian -p $port" "$bin/ucp_hello_debian -p $port -n 10.199.$n.1"
-  weft_rc=$?
-  kill %% 2>/dev/null
-  wait 2>/dev/null
-  weft_note=""
-  if grep -q 'ucp_worker_create\|ucp_init' "$tmp/ns_srv.log" "$tmp/ns_cli.log"; then
-    weft_note="weft's tcp provider has no data path yet (fi_endpoint: -FI_ENOSYS): skipped over weft"
-  elif [ $weft_rc -ne 0 ] || ! grep -q 'UCP TEST SUCCESS' "$tmp/ns_cli.log"; then
-    cat "$tmp/ns_srv.log" "$tmp/ns_cli.log"
-    fail "hello world across namespaces over weft's tcp"
-  else
-    echo "ok hello world across namespaces over weft's tcp"
-  fi
-  # weft's face over Debian's libfabric tcp.
-  [ -e "$real_fabric" ] || skip "Debian's libfabric1 is not installed${weft_note:+; $weft_note}"
-  envs=(LD_LIBRARY_PATH=$lib LD_PRELOAD=$real_fabric UCX_TLS=tcp)
-  port=$((port + 1))
-  ns_pair real "$bin/ucp_hello_debian -p $port" "$bin/ucp_hello_debian -p $port -n 10.199.$n.1"
-  rc=$?
-  wait 2>/dev/null
-  grep -q 'UCP TEST SUCCESS' "$tmp/ns_cli.log" && [ $rc -eq 0 ] || { cat "$tmp/ns_srv.log" "$tmp/ns_cli.log"; fail "hello world across namespaces over Debian's tcp"; }
-  echo "ok hello world across namespaces over Debian's libfabric tcp"
-  for comm in tag stream am; do
+  # weft's face over weft's tcp, then over Debian's libfabric tcp: hello
+  # world, and client/server with each communication type.
+  for lib_kind in weft real; do
+    if [ $lib_kind = weft ]; then
+      envs=(LD_LIBRARY_PATH=$lib UCX_TLS=tcp)
+      what="weft's tcp"
+    else
+      [ -e "$real_fabric" ] || skip "Debian's libfabric1 is not installed (the runs over weft's tcp passed)"
+      envs=(LD_LIBRARY_PATH=$lib LD_PRELOAD=$real_fabric UCX_TLS=tcp)
+      what="Debian's libfabric tcp"
+    fi
     port=$((port + 1))
-    ns_pair real "$bin/ucp_client_server_debian -c $comm -p $port" \
-      "$bin/ucp_client_server_debian -c $comm -p $port -a 10.199.$n.1"
+    ns_pair $lib_kind "$bin/ucp_hello_debian -p $port" "$bin/ucp_hello_debian -p $port -n 10.199.$n.1"
     rc=$?
-    for i in $(seq 1 100); do grep -q 'UCP TEST SUCCESS' "$tmp/ns_srv.log" && break; sleep 0.05; done
-    kill %% 2>/dev/null
     wait 2>/dev/null
-    grep -q 'UCP TEST SUCCESS' "$tmp/ns_srv.log" && [ $rc -eq 0 ] ||
-      { cat "$tmp/ns_srv.log" "$tmp/ns_cli.log"; fail "client/server $comm across namespaces over Debian's tcp"; }
-    echo "ok client/server $comm across namespaces over Debian's libfabric tcp"
+    grep -q 'UCP TEST SUCCESS' "$tmp/ns_cli.log" && [ $rc -eq 0 ] ||
+      { cat "$tmp/ns_srv.log" "$tmp/ns_cli.log"; fail "hello world across namespaces over $what"; }
+    echo "ok hello world across namespaces over $what"
+    for comm in tag stream am; do
+      port=$((port + 1))
+      ns_pair $lib_kind "$bin/ucp_client_server_debian -c $comm -p $port" \
+        "$bin/ucp_client_server_debian -c $comm -p $port -a 10.199.$n.1"
+      rc=$?
+      for i in $(seq 1 100); do grep -q 'UCP TEST SUCCESS' "$tmp/ns_srv.log" && break; sleep 0.05; done
+      kill %% 2>/dev/null
+      wait 2>/dev/null
+      grep -q 'UCP TEST SUCCESS' "$tmp/ns_srv.log" && [ $rc -eq 0 ] ||
+        { cat "$tmp/ns_srv.log" "$tmp/ns_cli.log"; fail "client/server $comm across namespaces over $what"; }
+      echo "ok client/server $comm across namespaces over $what"
+    done
   done
-  [ -n "$weft_note" ] && echo "note: $weft_note"
   ;;
 
 mpich)

@@ -12,11 +12,32 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
 
 namespace weft_test {
+
+// A TCP port nobody on 127.0.0.1 uses right now (the kernel's choice), for
+// tests that name an address in full and must not collide with others.
+inline int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  int port = 0;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
+    port = ntohs(sa.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
 
 inline fi_info* get_info(const char* prov, fi_ep_type type = FI_EP_RDM,
                          uint32_t version = FI_VERSION(1, 17)) {

@@ -5,10 +5,7 @@
 // reader, RMA to requested keys on unaligned buffers in every mr_mode, and a
 // node that is not this host.
 #include <gtest/gtest.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -38,22 +35,6 @@ fi_info* getinfo(const char* prov, const char* node, const char* service, uint64
   int ret = fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints, &info);
   fi_freeinfo(hints);
   return ret == 0 ? info : nullptr;
-}
-
-// A TCP port nobody on 127.0.0.1 uses right now (the kernel's choice), so
-// that a test naming an address in full does not collide with others.
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  int port = 0;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0)
-    port = ntohs(sa.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
 }
 
 int ms_since(clock_type::time_point t) {
@@ -356,7 +337,7 @@ TEST_P(conformance, FourEndpointsFromOneInfo) {
 // enable failed leaves nothing busy.
 TEST_P(conformance, FailedEnableLeavesParentsFree) {
   const char* prov = weft_test::current_mode().prov;
-  const std::string service = std::to_string(free_port());
+  const std::string service = std::to_string(weft_test::free_port());
   fi_info* info = getinfo(prov, "127.0.0.1", service.c_str(), FI_SOURCE);
   ASSERT_NE(info, nullptr);
   fid_fabric* fab = nullptr;

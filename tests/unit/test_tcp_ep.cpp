@@ -23,6 +23,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <memory>
 #include <vector>
 
 #include "fixture.hpp"
@@ -78,12 +79,15 @@ struct side {
       }
     fi_freeinfo(info);
   }
-  // An endpoint from `i`, bound to this side's EQ and CQ, enabled.
-  void open_ep(fi_info* i) {
+  // An endpoint from `i`, bound to this side's EQ and CQ, enabled (or
+  // left for fi_connect / fi_accept to enable).
+  void open_ep(fi_info* i, bool enable = true) {
     ASSERT_EQ(fi_endpoint(domain, i, &ep, nullptr), 0);
     ASSERT_EQ(fi_ep_bind(ep, &eq->fid, 0), 0);
     ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    ASSERT_EQ(fi_enable(ep), 0);
+    if (enable) {
+      ASSERT_EQ(fi_enable(ep), 0);
+    }
   }
 };
 
@@ -187,6 +191,155 @@ TEST(TcpCm, ConnectAcceptDataShutdown) {
   EXPECT_EQ(fi_send(cli.ep, out, sizeof out, nullptr, 0, out), -FI_ENOTCONN);
 }
 
+// fi_connect and fi_accept enable an endpoint the application did not
+// (what UCX's and other clients rely on): connected, data flows.
+TEST(TcpCm, ConnectAndAcceptEnableImplicitly) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
+  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
+  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+  ASSERT_EQ(fi_listen(srv.pep), 0);
+  sockaddr_in at = name_of(&srv.pep->fid);
+  cli.open_ep(cli.info, false);
+  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+  fi_info* accept_info = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
+  side acc(fi_dupinfo(srv.info));
+  acc.open_ep(accept_info, false);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  fi_freeinfo(accept_info);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  EXPECT_EQ(fi_enable(cli.ep), 0);  // already enabled: nothing to do
+  uint64_t in = 0, out = 0x1122334455667788ULL;
+  ASSERT_EQ(fi_recv(acc.ep, &in, sizeof in, nullptr, 0, nullptr), 0);
+  ASSERT_EQ(fi_send(cli.ep, &out, sizeof out, nullptr, 0, nullptr), 0);
+  fi_cq_tagged_entry ce;
+  bool got = false;
+  for (int i = 0; i < 2000000 && !got; ++i) {
+    got = fi_cq_read(acc.cq, &ce, 1) == 1;
+    (void)fi_cq_read(cli.cq, &ce, 0);
+  }
+  ASSERT_TRUE(got);
+  EXPECT_EQ(in, out);
+}
+
+// A client that closes its endpoint and connects again at once (a new
+// endpoint on the same domain, the listener and the first acceptor still
+// open) is heard: a second FI_CONNREQ, then a second connection.
+TEST(TcpCm, ConnectAgainRightAfterClose) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
+  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
+  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+  ASSERT_EQ(fi_listen(srv.pep), 0);
+  sockaddr_in at = name_of(&srv.pep->fid);
+  std::vector<std::unique_ptr<side>> accepted;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    cli.open_ep(cli.info, false);
+    ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+    std::vector<unsigned char> ev;
+    ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+    fi_info* accept_info = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
+    accepted.push_back(std::make_unique<side>(fi_dupinfo(srv.info)));
+    side& acc = *accepted.back();
+    acc.open_ep(accept_info, false);
+    ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+    fi_freeinfo(accept_info);
+    ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+    ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+    ASSERT_EQ(fi_close(&cli.ep->fid), 0);
+    cli.ep = nullptr;
+  }
+}
+
+// Closing an endpoint or a passive endpoint drops the events about it still
+// queued in its EQ (libfabric does the same): an application that maps
+// events to objects by fid never gets one for a closed object, whose address
+// a new endpoint may already have.
+TEST(TcpCm, ClosingDropsItsQueuedEvents) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
+  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
+  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+  ASSERT_EQ(fi_listen(srv.pep), 0);
+  sockaddr_in at = name_of(&srv.pep->fid);
+  // An error entry for the client (its connection refused), left unread.
+  cli.open_ep(cli.info);
+  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
+  ASSERT_EQ(fi_reject(srv.pep, req->handle, nullptr, 0), 0);
+  fi_freeinfo(req);
+  uint32_t event;
+  fi_cq_tagged_entry ce;
+  auto t0 = clock_type::now();
+  while (fi_eq_read(cli.eq, &event, nullptr, 0, FI_PEEK) != -FI_EAVAIL && clock_type::now() - t0 < std::chrono::seconds(5))
+    (void)fi_cq_read(cli.cq, &ce, 0);
+  ASSERT_EQ(fi_eq_read(cli.eq, &event, nullptr, 0, FI_PEEK), -FI_EAVAIL);
+  ASSERT_EQ(fi_close(&cli.ep->fid), 0);
+  cli.ep = nullptr;
+  EXPECT_EQ(fi_eq_read(cli.eq, &event, nullptr, 0, 0), -FI_EAGAIN) << "an event about a closed endpoint";
+  // A connection request nobody read when its listener closes: dropped (its
+  // fi_info freed: the leak checker sees to that).
+  side cli2(tcp_info(FI_EP_MSG));
+  cli2.open_ep(cli2.info);
+  ASSERT_EQ(fi_connect(cli2.ep, &at, nullptr, 0), 0);
+  t0 = clock_type::now();
+  while (fi_eq_read(srv.eq, &event, nullptr, 0, FI_PEEK) == -FI_EAGAIN && clock_type::now() - t0 < std::chrono::seconds(5))
+    (void)fi_eq_read(cli2.eq, &event, nullptr, 0, FI_PEEK);
+  std::vector<unsigned char> peek(sizeof(fi_eq_cm_entry) + 512);
+  ASSERT_GT(fi_eq_read(srv.eq, &event, peek.data(), peek.size(), FI_PEEK), 0);
+  ASSERT_EQ(event, static_cast<uint32_t>(FI_CONNREQ));
+  ASSERT_EQ(fi_close(&srv.pep->fid), 0);
+  srv.pep = nullptr;
+  EXPECT_EQ(fi_eq_read(srv.eq, &event, peek.data(), peek.size(), 0), -FI_EAGAIN);
+}
+
+// A service without a node (FI_SOURCE) is the wildcard address, as
+// getaddrinfo's AI_PASSIVE says: a passive endpoint listens on every
+// interface (a peer reaches it at any of them); an RDM endpoint bound there
+// tells peers an address they can use, with the port asked for.
+TEST(TcpCm, ServiceAloneListensEverywhere) {
+  const std::string port = std::to_string(weft_test::free_port());
+  side srv(tcp_info(FI_EP_MSG, nullptr, port.c_str(), FI_SOURCE)), cli(tcp_info(FI_EP_MSG));
+  ASSERT_NE(srv.info, nullptr);
+  ASSERT_EQ(srv.info->src_addrlen, sizeof(sockaddr_in));
+  auto* src = static_cast<sockaddr_in*>(srv.info->src_addr);
+  EXPECT_EQ(src->sin_addr.s_addr, htonl(INADDR_ANY));
+  EXPECT_EQ(std::to_string(ntohs(src->sin_port)), port);
+  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
+  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+  ASSERT_EQ(fi_listen(srv.pep), 0);
+  sockaddr_in at = name_of(&srv.pep->fid);
+  EXPECT_EQ(at.sin_addr.s_addr, htonl(INADDR_ANY));
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cli.open_ep(cli.info);
+  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
+  EXPECT_EQ(fi_reject(srv.pep, req->handle, nullptr, 0), 0);
+  fi_freeinfo(req);
+  // RDM: bound to the wildcard, named by a reachable address.
+  const std::string port2 = std::to_string(weft_test::free_port());
+  side rdm(tcp_info(FI_EP_RDM, nullptr, port2.c_str(), FI_SOURCE));
+  ASSERT_NE(rdm.info, nullptr);
+  fid_av* av = nullptr;
+  fi_av_attr aa{};
+  ASSERT_EQ(fi_av_open(rdm.domain, &aa, &av, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(rdm.domain, rdm.info, &rdm.ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(rdm.ep, &av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(rdm.ep, &rdm.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(rdm.ep), 0);
+  sockaddr_in named = name_of(&rdm.ep->fid);
+  EXPECT_NE(named.sin_addr.s_addr, htonl(INADDR_ANY));
+  EXPECT_EQ(std::to_string(ntohs(named.sin_port)), port2);
+  EXPECT_EQ(fi_close(&rdm.ep->fid), 0);
+  rdm.ep = nullptr;
+  EXPECT_EQ(fi_close(&av->fid), 0);
+}
+
 TEST(TcpCm, RejectCarriesItsData) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
   ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
@@ -235,7 +388,7 @@ TEST(TcpCm, BadArguments) {
   side cli(tcp_info(FI_EP_MSG));
   ASSERT_EQ(fi_endpoint(cli.domain, cli.info, &cli.ep, nullptr), 0);
   sockaddr_in a{};
-  EXPECT_EQ(fi_connect(cli.ep, &a, nullptr, 0), -FI_EOPBADSTATE);  // not enabled
+  EXPECT_EQ(fi_connect(cli.ep, &a, nullptr, 0), -FI_ENOCQ);  // enabling it fails: nothing bound
   ASSERT_EQ(fi_ep_bind(cli.ep, &cli.eq->fid, 0), 0);
   ASSERT_EQ(fi_ep_bind(cli.ep, &cli.cq->fid, FI_TRANSMIT | FI_RECV), 0);
   ASSERT_EQ(fi_enable(cli.ep), 0);

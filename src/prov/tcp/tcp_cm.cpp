@@ -110,6 +110,7 @@ int pep_close(fid* f) noexcept {
   }
   if (p->eq) {
     eq_del_poller(p->eq, pep_poll, p);
+    eq_forget(p->eq, &p->fid_.fid);
     eq_drop(p->eq);
   }
   p->fab->users_.drop();
@@ -254,11 +255,12 @@ int ep_getpeer(fid_ep* f, void* addr, size_t* addrlen) noexcept {
   return copy_addr(e.msg_conn->peer().addr, addr, addrlen);
 }
 
+// fi_connect and fi_accept enable an endpoint that is not yet (fi_endpoint(3)).
 int ep_connect(fid_ep* f, const void* addr, const void* param, size_t paramlen) noexcept {
   ep& e = msg_ep(&f->fid);
   if (!addr || paramlen > cm_data_max || (paramlen && !param)) return -FI_EINVAL;
+  if (int ret = fi_enable(f)) return ret;
   ep_guard g(e);
-  if (!e.enabled) return -FI_EOPBADSTATE;
   if (!e.eq) return -FI_ENOEQ;
   if (e.msg_conn) return -FI_EISCONN;
   sock_addr to;
@@ -273,8 +275,8 @@ int ep_connect(fid_ep* f, const void* addr, const void* param, size_t paramlen) 
 int ep_accept(fid_ep* f, const void* param, size_t paramlen) noexcept {
   ep& e = msg_ep(&f->fid);
   if (paramlen > cm_data_max || (paramlen && !param)) return -FI_EINVAL;
+  if (int ret = fi_enable(f)) return ret;
   ep_guard g(e);
-  if (!e.enabled) return -FI_EOPBADSTATE;
   if (!e.eq) return -FI_ENOEQ;
   if (!e.pending_accept) return e.msg_conn ? -FI_EISCONN : -FI_EINVAL;
   conn* c = e.pending_accept;

@@ -32,6 +32,14 @@ int enable(endpoint& base) {
     }
     if (int ret = e.poll->listen(e.owner, e.cfg, e.name, 0, &e.listen)) return ret;
     e.name = e.listen->addr();
+    if (e.name.any()) {
+      // Bound to every interface: peers are told the default one's address.
+      sock_addr told;
+      const int family = e.dom->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
+      if (int ret = default_src(nullptr, family, told)) return ret;
+      told.set_port(e.name.port());
+      e.name = told;
+    }
     e.named = true;
     e.cfg->self = to_wire(e.name, e.cfg->self.instance);
     e.peers = std::make_unique<peer_map>(*e.poll, e.owner, e.cfg);

@@ -107,9 +107,11 @@ public:
   }
 
   // node/service -> a sockaddr of the template's family (man fi_getinfo:
-  // with FI_SOURCE, or without a node, they name the local address). The
-  // source address is always filled: without one given, the local address
-  // toward the destination, else FI_TCP_IFACE's address, else loopback; port 0.
+  // with FI_SOURCE, or without a node, they name the local address; a
+  // service alone is the wildcard address, as getaddrinfo's AI_PASSIVE
+  // says: a passive endpoint then listens on every interface). The source
+  // address is always filled: without one given, the local address toward
+  // the destination, else FI_TCP_IFACE's address, else loopback; port 0.
   int resolve(fi_info* info, const char* node, const char* service, uint64_t flags) const override {
     return guard([&]() -> int {
       const int family = info->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
@@ -126,14 +128,6 @@ public:
         int ret = sock_addr::from(res->ai_addr, res->ai_addrlen, a);
         freeaddrinfo(res);
         if (ret) return -FI_ENODATA;
-        if (source && a.any()) {
-          // A wildcard names no endpoint peers can reach: the interface's address.
-          sock_addr local;
-          if (default_src(nullptr, family, local) == 0) {
-            local.set_port(a.port());
-            a = local;
-          }
-        }
         set_addr(info, source, a);
         if (!source && !info->src_addr) {
           sock_addr local;
