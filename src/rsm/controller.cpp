@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -30,6 +31,12 @@ namespace {
 constexpr uint32_t api_version = FI_VERSION(1, 11);
 
 std::mutex g_mtx;  // the controller list and user reference counts
+
+// fork() while another thread holds the list lock would leave the child's copy
+// locked for ever.
+[[maybe_unused]] const int atfork_registered =
+    pthread_atfork([] { g_mtx.lock(); }, [] { g_mtx.unlock(); }, [] { g_mtx.unlock(); });
+
 std::vector<controller*>& controllers() {
   static std::vector<controller*>* v = new std::vector<controller*>;
   return *v;
@@ -228,7 +235,10 @@ int controller_get(const char* name, controller** out) {
   std::lock_guard<std::mutex> l(g_mtx);
   controller* c = nullptr;
   for (controller* x : controllers())
-    if (x->name == canon) c = x;
+    // A controller a parent process opened before fork() is not ours: its
+    // fabric objects, threads and tables are the parent's (its handles answer
+    // RSMERR_CTLR_NOT_PRESENT here). The child opens a fresh one.
+    if (x->name == canon && !(x->open && x->owner != getpid())) c = x;
   if (!c) {
     auto fresh = std::make_unique<controller>();
     fresh->name = canon;
@@ -237,24 +247,6 @@ int controller_get(const char* name, controller** out) {
     fresh->handle = handle_add(kind::controller, fresh.get(), fresh.get());
     controllers().push_back(fresh.get());
     c = fresh.release();
-  }
-  if (c->open && c->owner != getpid()) {
-    // A forked child: the parent's fabric objects and threads are not ours.
-    c->open = false;
-    c->user_refs = 0;
-    c->deps = 0;
-    c->svc.release();  // the child has no service thread to stop
-    c->fabric = nullptr;
-    c->info = nullptr;
-    c->svc_ep = c->data_ep = nullptr;
-    c->svc_cq = c->data_cq = nullptr;
-    c->svc_av = c->data_av = nullptr;
-    c->svc_dom = c->data_dom = nullptr;
-    c->peers.clear();
-    c->published.clear();
-    c->conns.clear();
-    c->imports.clear();
-    c->export_count = c->export_bytes = c->import_count = c->map_bytes = 0;
   }
   if (!c->open) {
     int r = open_fabric(c);
@@ -268,6 +260,7 @@ int controller_get(const char* name, controller** out) {
 int controller_release(controller* c) {
   std::lock_guard<std::mutex> l(g_mtx);
   if (c->user_refs <= 0) return RSMERR_BAD_CTLR_HNDL;
+  if (c->open && c->owner != getpid()) return RSMERR_CTLR_NOT_PRESENT;  // the parent's, after fork()
   if (--c->user_refs == 0 && c->deps == 0) close_controller(c);
   return RSM_SUCCESS;
 }

@@ -2,6 +2,8 @@
 // generation << 32 | index << 8 | kind, never a pointer: a forged, stale or
 // foreign handle finds no live slot and the call answers RSMERR_BAD_*_HNDL.
 // Lookups take no lock: a slot's tag is published after its contents.
+#include <pthread.h>
+
 #include "rsm.hpp"
 
 namespace weft::rsm {
@@ -23,6 +25,8 @@ std::atomic<slot*> chunks[max_chunks];
 std::mutex table_mtx;
 std::vector<uint32_t> free_list;
 uint32_t next_index = 1;  // index 0 is never handed out
+[[maybe_unused]] const int atfork_registered =
+    pthread_atfork([] { table_mtx.lock(); }, [] { table_mtx.unlock(); }, [] { table_mtx.unlock(); });
 
 slot* slot_of(uint32_t idx) noexcept {
   slot* c = chunks[idx >> chunk_bits].load(std::memory_order_acquire);

@@ -108,11 +108,13 @@ inline uint64_t hval(T* p) noexcept {
 }
 
 // ------------------------------------------------------------------ signals
-// The event state of one segment handle: posts accumulate in an eventfd in
-// semaphore mode, which is also the poll fd handed out.
+// The event state of one segment handle: a count of posts not yet waited
+// for, and a pipe that holds one byte while the count is not zero. The
+// pipe's read end is the poll fd handed out (a pipe reports POLLRDNORM, as
+// RSMAPI programs poll for; an eventfd would report POLLIN only).
 struct sigstate {
   std::mutex mtx;
-  int efd = -1;
+  int rfd = -1, wfd = -1;
   uint64_t pending = 0;  // events not yet consumed
   int pollfd_refs = 0;
   std::atomic<bool> broken{false};  // connection gone: waiters wake and see CONN_ABORTED

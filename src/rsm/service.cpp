@@ -220,6 +220,8 @@ void on_message(controller* c, const uint8_t* data, size_t len) {
   uint16_t t;
   uint64_t sender;
   if (!r.header(&t, &sender) || sender == 0) return;
+  if (t != proto::ping && t != proto::pong)
+    RSM_LOG("message %u from %016llx", t, static_cast<unsigned long long>(sender));
   if (t == proto::connect_req) return on_connect_req(c, sender, r);
   if (t == proto::connect_rep) {
     {

@@ -1,12 +1,12 @@
 // Signals and poll descriptors. Each import and export handle has an event
-// count kept in an eventfd in semaphore mode: a post from the other side
-// adds one (unless RSM_SIGPOST_NO_ACCUMULATE finds one pending), a wait takes
-// one. The eventfd is also the poll descriptor rsm_memseg_get_pollfd hands
-// out, reference-counted; rsm_intr_signal_wait_pollfd consumes the events of
+// count: a post from the other side adds one (unless
+// RSM_SIGPOST_NO_ACCUMULATE finds one pending), a wait takes one. A pipe
+// holding one byte while the count is not zero is the poll descriptor
+// rsm_memseg_get_pollfd hands out, reference-counted; rsm_intr_signal_wait_pollfd consumes the events of
 // the segment descriptors among the ones poll(2) reports.
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "import.hpp"
@@ -16,36 +16,38 @@
 namespace weft::rsm {
 
 sigstate::sigstate() {
-  efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
-  if (efd < 0) throw std::runtime_error("eventfd");
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("pipe");
+  rfd = fds[0];
+  wfd = fds[1];
 }
 
 sigstate::~sigstate() {
-  if (efd >= 0) close(efd);
+  close(rfd);
+  close(wfd);
 }
 
 void sigstate::post(bool no_accumulate) noexcept {
   std::lock_guard<std::mutex> l(mtx);
   if (broken || (no_accumulate && pending > 0)) return;
-  pending++;
-  uint64_t one = 1;
-  (void)!write(efd, &one, sizeof one);
+  if (pending++ == 0) (void)!write(wfd, "s", 1);
 }
 
 void sigstate::wake_all() noexcept {
   std::lock_guard<std::mutex> l(mtx);
   if (broken) return;
   broken = true;
-  uint64_t one = 1;  // leaves the descriptor readable for good: pollers come and find out
-  (void)!write(efd, &one, sizeof one);
+  // Readable for good: pollers wake, come in and find out.
+  if (pending == 0) (void)!write(wfd, "x", 1);
 }
 
 bool sigstate::consume() noexcept {
   std::lock_guard<std::mutex> l(mtx);
   if (broken || pending == 0) return false;
-  uint64_t v;
-  if (read(efd, &v, sizeof v) != sizeof v) return false;
-  pending--;
+  if (--pending == 0) {
+    char b;
+    (void)!read(rfd, &b, 1);
+  }
   return true;
 }
 
@@ -150,7 +152,7 @@ RSM_API int rsm_intr_signal_wait(void* memseg, int timeout) {
     for (;;) {
       if (st->broken) return is_import ? RSMERR_CONN_ABORTED : RSMERR_BAD_SEG_HNDL;
       if (st->consume()) return RSM_SUCCESS;
-      pollfd pf{st->efd, POLLIN, 0};
+      pollfd pf{st->rfd, POLLIN, 0};
       int n = poll(&pf, 1, d.remaining_ms());
       if (n < 0) return poll_error(errno);
       if (n == 0) return RSMERR_TIMEOUT;
@@ -166,9 +168,9 @@ RSM_API int rsm_memseg_get_pollfd(void* memseg, struct pollfd* fd) {
     if (int r = sig_of(memseg, &st, &is_import)) return r;
     std::lock_guard<std::mutex> tl(table_mtx);
     std::lock_guard<std::mutex> l(st->mtx);
-    if (st->pollfd_refs == 0) pollfd_table()[st->efd] = st;
+    if (st->pollfd_refs == 0) pollfd_table()[st->rfd] = st;
     st->pollfd_refs++;
-    fd->fd = st->efd;
+    fd->fd = st->rfd;
     fd->events = POLLRDNORM;
     fd->revents = 0;
     return RSM_SUCCESS;
@@ -182,7 +184,7 @@ RSM_API int rsm_memseg_release_pollfd(void* memseg) {
     if (int r = sig_of(memseg, &st, &is_import)) return r;
     std::lock_guard<std::mutex> tl(table_mtx);
     std::lock_guard<std::mutex> l(st->mtx);
-    if (st->pollfd_refs > 0 && --st->pollfd_refs == 0) pollfd_table().erase(st->efd);
+    if (st->pollfd_refs > 0 && --st->pollfd_refs == 0) pollfd_table().erase(st->rfd);
     return RSM_SUCCESS;
   });
 }
