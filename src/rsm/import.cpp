@@ -345,8 +345,10 @@ RSM_API int rsm_memseg_import_connect(rsmapi_controller_handle_t controller_h, r
         return RSMERR_INSUFFICIENT_RESOURCES;
       }
       if (p->dead) {
+        // The registry entry outlived its process (found before anyone
+        // removed it): nothing is published there.
         close(im->connect_efd);
-        return RSMERR_REMOTE_NODE_UNREACHABLE;
+        return RSMERR_SEG_NOT_PUBLISHED;
       }
       p->users++;
       if (p->users == 1) p->last_rx_ms = now_ms();  // the liveness clock starts now

@@ -121,7 +121,9 @@ uint64_t process_start_time(uint32_t pid) noexcept {
   fclose(f);
   buf[n] = 0;
   char* p = strrchr(buf, ')');
-  if (!p) return 0;
+  if (!p || p[1] != ' ') return 0;
+  // A zombie has exited: it publishes nothing any more.
+  if (p[2] == 'Z' || p[2] == 'X') return 0;
   // Fields after the command: state is field 3, starttime field 22.
   int field = 2;
   for (char* s = p + 1; *s; s++) {
