@@ -12,9 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "rsm.hpp"
 
 namespace weft::rsm {
@@ -57,9 +54,7 @@ bool parse_table(const std::string& text, uint16_t port, std::vector<node_entry>
     if (comment) continue;
     clean.push_back(ch == ',' || ch == ';' ? ' ' : ch);
   }
-  std::istringstream in(clean);
-  std::string tok;
-  while (in >> tok) {
+  for (const std::string& tok : split_words(clean)) {
     size_t eq = tok.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == tok.size()) {
       *err = "node table entry '" + tok + "' is not id=host[:port]";
@@ -124,11 +119,7 @@ config load() {
     const char* path = getenv("WEFT_RSM_CONFIG");
     bool named = path && *path;
     if (!named) path = "/etc/weft/rsm.conf";
-    std::ifstream f(path);
-    if (f) {
-      std::stringstream ss;
-      ss << f.rdbuf();
-      text = ss.str();
+    if (read_file(path, &text)) {
       c.table_given = true;
     } else if (named) {
       c.error = RSMERR_BAD_CONF;
@@ -223,22 +214,19 @@ RSM_API int rsm_get_segmentid_range(const char* appid, rsm_memseg_id_t* baseid, 
   return guard([&]() -> int {
     if (!appid || !baseid || !length) return RSMERR_BAD_ADDR;
     const char* env = getenv("WEFT_RSM_SEGMENTID_FILE");
-    std::ifstream f;
-    if (env && *env) {
-      f.open(env);
-    } else {
-      f.open("/etc/weft/rsm.segmentid");
-      if (!f) f.open("/etc/rsm/rsm.segmentid");
-    }
-    if (!f) return RSMERR_BAD_CONF;
-    std::string line;
-    while (std::getline(f, line)) {
+    std::string text;
+    bool found = env && *env ? read_file(env, &text)
+                             : read_file("/etc/weft/rsm.segmentid", &text) ||
+                                   read_file("/etc/rsm/rsm.segmentid", &text);
+    if (!found) return RSMERR_BAD_CONF;
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t nl = text.find('\n', at);
+      std::string line = text.substr(at, nl == std::string::npos ? std::string::npos : nl - at);
+      at = nl == std::string::npos ? text.size() : nl + 1;
       size_t hash = line.find('#');
       if (hash != std::string::npos) line.resize(hash);
-      std::istringstream in(line);
-      std::vector<std::string> field;
-      std::string w;
-      while (in >> w) field.push_back(w);
+      std::vector<std::string> field = split_words(line);
       if (field.empty()) continue;
       if (field.size() != 4 || strcasecmp(field[0].c_str(), "reserved") != 0) return RSMERR_BAD_CONF;
       if (strcasecmp(field[1].c_str(), appid) != 0) continue;

@@ -68,7 +68,8 @@ bool parse_name(const char* name, name_parts* out) {
   return true;
 }
 
-fi_info* get_info(controller* c, fi_threading threading) {
+fi_info* get_info(controller* c, fi_threading threading, int* err) {
+  *err = -FI_ENOMEM;
   fi_info* hints = fi_allocinfo();
   if (!hints) return nullptr;
   hints->ep_attr->type = FI_EP_RDM;
@@ -89,6 +90,7 @@ fi_info* get_info(controller* c, fi_threading threading) {
   fi_info* info = nullptr;
   int r = fi_getinfo(api_version, node, nullptr, flags, hints, &info);
   fi_freeinfo(hints);
+  *err = r;
   if (r) {
     RSM_LOG("fi_getinfo(%s): %s", c->prov.c_str(), fi_strerror(-r));
     return nullptr;
@@ -165,12 +167,13 @@ int open_fabric(controller* c) {
     c->dir_port = me->port;
   }
   c->node = k.local_node;
-  fi_info* info_data = get_info(c, FI_THREAD_DOMAIN);
-  if (!info_data) return RSMERR_CTLR_NOT_PRESENT;
-  c->info = get_info(c, FI_THREAD_SAFE);
+  int gi = 0;
+  fi_info* info_data = get_info(c, FI_THREAD_DOMAIN, &gi);
+  if (!info_data) return gi == -FI_ENOMEM ? RSMERR_INSUFFICIENT_MEM : RSMERR_CTLR_NOT_PRESENT;
+  c->info = get_info(c, FI_THREAD_SAFE, &gi);
   if (!c->info) {
     fi_freeinfo(info_data);
-    return RSMERR_CTLR_NOT_PRESENT;
+    return gi == -FI_ENOMEM ? RSMERR_INSUFFICIENT_MEM : RSMERR_CTLR_NOT_PRESENT;
   }
   int r = fi_fabric(c->info->fabric_attr, &c->fabric, nullptr);
   if (!r) r = fi_domain(c->fabric, c->info, &c->svc_dom, nullptr);
@@ -187,7 +190,13 @@ int open_fabric(controller* c) {
     uint8_t addr[proto::max_addr];
     size_t len = sizeof addr;
     r = fi_getname(&c->svc_ep->fid, addr, &len);
-    if (!r) c->svc_addr.assign(addr, addr + len);
+    if (!r) {
+      try {
+        c->svc_addr.assign(addr, addr + len);
+      } catch (const std::bad_alloc&) {
+        r = -FI_ENOMEM;
+      }
+    }
   }
   fi_freeinfo(info_data);
   if (r) {

@@ -15,9 +15,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "proto.hpp"
 #include "rsm.hpp"
 #include "service.hpp"
@@ -48,9 +45,14 @@ struct mapping_line {
 
 std::vector<mapping_line> read_maps() {
   std::vector<mapping_line> out;
-  std::ifstream f("/proc/self/maps");
-  std::string line;
-  while (std::getline(f, line)) {
+  std::string text;
+  if (!read_file("/proc/self/maps", &text)) return out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    size_t end = nl == std::string::npos ? text.size() : nl;
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
     mapping_line m;
     char perms[8] = {0};
     unsigned long long s, e, off, ino;

@@ -143,6 +143,7 @@ int import_finish(import_seg* im, int fi_err, uint32_t gen_before) noexcept {
   }
   im->errors.fetch_add(1, std::memory_order_relaxed);
   if (im->aborted.load(std::memory_order_acquire)) return RSMERR_CONN_ABORTED;
+  if (fi_err == FI_ENOMEM) return RSMERR_INSUFFICIENT_MEM;
   if (fi_err == FI_EACCES && gen_after != gen_before) return RSMERR_BARRIER_FAILURE;  // keys rotated
   if (fi_err == FI_EACCES || from_fi(fi_err) == RSMERR_CONN_ABORTED) return RSMERR_CONN_ABORTED;
   return RSMERR_BARRIER_FAILURE;  // transient: the caller retries

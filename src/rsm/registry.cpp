@@ -23,9 +23,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "proto.hpp"
 #include "rsm.hpp"
 
@@ -82,16 +79,17 @@ bool from_hex(const std::string& s, std::vector<uint8_t>* out) {
 }
 
 bool read_entry(const std::string& path, reg_entry* e) {
-  std::ifstream f(path);
-  if (!f) return false;
-  std::string hex;
-  unsigned long long inst = 0, start = 0;
-  unsigned long pid = 0;
-  if (!(f >> std::hex >> inst >> std::dec >> pid >> start >> hex)) return false;
-  e->instance = inst;
+  std::string text;
+  if (!read_file(path, &text)) return false;
+  std::vector<std::string> w = split_words(text);
+  if (w.size() != 4) return false;
+  char *end1 = nullptr, *end2 = nullptr, *end3 = nullptr;
+  e->instance = strtoull(w[0].c_str(), &end1, 16);
+  unsigned long pid = strtoul(w[1].c_str(), &end2, 10);
+  e->start_time = strtoull(w[2].c_str(), &end3, 10);
+  if (*end1 || *end2 || *end3 || pid > UINT32_MAX) return false;
   e->pid = static_cast<uint32_t>(pid);
-  e->start_time = start;
-  return from_hex(hex, &e->addr);
+  return from_hex(w[3], &e->addr);
 }
 
 bool owner_alive(const reg_entry& e) {
@@ -151,14 +149,17 @@ int registry_publish(controller* c, rsm_memseg_id_t* segid, const reg_entry& e) 
   char tmpname[64];
   snprintf(tmpname, sizeof tmpname, "/.tmp-%016llx", static_cast<unsigned long long>(random64()));
   std::string tmp = dir + tmpname;
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << std::hex << e.instance << std::dec << ' ' << e.pid << ' ' << e.start_time << ' ' << to_hex(e.addr)
-      << '\n';
-    if (!f.flush()) {
-      unlink(tmp.c_str());
-      return RSMERR_INSUFFICIENT_RESOURCES;
-    }
+  char head[96];
+  snprintf(head, sizeof head, "%llx %u %llu ", static_cast<unsigned long long>(e.instance), e.pid,
+           static_cast<unsigned long long>(e.start_time));
+  std::string content = std::string(head) + to_hex(e.addr) + "\n";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return RSMERR_INSUFFICIENT_RESOURCES;
+  bool written = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  close(fd);
+  if (!written) {
+    unlink(tmp.c_str());
+    return RSMERR_INSUFFICIENT_RESOURCES;
   }
   int result = RSMERR_SEGID_IN_USE;
   if (*segid != 0) {

@@ -37,6 +37,12 @@ void log(const char* fmt, ...) noexcept;  // WEFT_RSM_LOG=1: one line on stderr
   } while (0)
 extern bool log_on;
 
+// Reads a whole file; false if it cannot be opened. Unlike iostreams, an
+// allocation failure throws (and becomes RSMERR_INSUFFICIENT_MEM) instead of
+// looking like a short file.
+bool read_file(const std::string& path, std::string* out);
+std::vector<std::string> split_words(const std::string& s);
+
 // Runs a C entry point's body: no exception crosses the C boundary.
 template <typename F>
 int guard(F&& f) noexcept {

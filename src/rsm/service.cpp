@@ -773,32 +773,41 @@ void run(controller* c) {
 }  // namespace
 
 int service_start(controller* c) {
-  auto s = std::make_unique<service>();
+  std::unique_ptr<service> s;
+  try {
+    s = std::make_unique<service>();
+    for (int i = 0; i < rx_count; i++) s->rx.push_back(std::make_unique<rxbuf>());
+    s->map_path = map_socket_path(static_cast<uint32_t>(getpid()), c->instance);
+  } catch (const std::bad_alloc&) {
+    return RSMERR_INSUFFICIENT_MEM;
+  }
   s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s->wake_fd < 0) return RSMERR_INSUFFICIENT_RESOURCES;
-  for (int i = 0; i < rx_count; i++) s->rx.push_back(std::make_unique<rxbuf>());
   // The mapping socket lives in the (private) registry directory.
   struct stat st;
   const std::string& root = cfg().run_dir;
   if ((mkdir(root.c_str(), 0700) == 0 || errno == EEXIST) && lstat(root.c_str(), &st) == 0 &&
-      S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077)) {
-    s->map_path = map_socket_path(static_cast<uint32_t>(getpid()), c->instance);
+      S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077))
     s->map_fd = listen_unix(s->map_path);
-  }
   if (s->map_fd < 0) RSM_LOG("no mapping socket: segments of this process cannot be mapped by others");
   c->svc = std::move(s);
+  int err = RSM_SUCCESS;
   try {
     c->svc->thr = std::thread(run, c);
+  } catch (const std::bad_alloc&) {
+    err = RSMERR_INSUFFICIENT_MEM;
   } catch (...) {
+    err = RSMERR_INSUFFICIENT_RESOURCES;
+  }
+  if (err) {
     close(c->svc->wake_fd);
     if (c->svc->map_fd >= 0) {
       close(c->svc->map_fd);
       unlink(c->svc->map_path.c_str());
     }
     c->svc.reset();
-    return RSMERR_INSUFFICIENT_RESOURCES;
   }
-  return RSM_SUCCESS;
+  return err;
 }
 
 void service_stop(controller* c) noexcept {

@@ -1,5 +1,8 @@
 // Small helpers shared by the RSM face: clocks, random numbers, logging, and
 // libfabric errors as RSMAPI codes.
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/random.h>
@@ -53,6 +56,43 @@ void log(const char* fmt, ...) noexcept {
   va_end(ap);
   if (n < 0) return;
   fprintf(stderr, "weft_rsm[%d]: %s\n", static_cast<int>(getpid()), line);
+}
+
+bool read_file(const std::string& path, std::string* out) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  out->clear();
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    try {
+      out->append(buf, static_cast<size_t>(n));
+    } catch (...) {
+      close(fd);
+      throw;
+    }
+  }
+  close(fd);
+  return true;
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> w;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && isspace(static_cast<unsigned char>(s[i]))) i++;
+    size_t j = i;
+    while (j < s.size() && !isspace(static_cast<unsigned char>(s[j]))) j++;
+    if (j > i) w.emplace_back(s, i, j - i);
+    i = j;
+  }
+  return w;
 }
 
 int from_fi(int e) noexcept {
