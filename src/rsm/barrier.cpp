@@ -44,7 +44,7 @@ RSM_API int rsm_memseg_import_init_barrier(rsm_memseg_import_handle_t h, rsm_bar
     if (int r = import_lookup(h, &im, &c)) return r;
     if (!barrier) return RSMERR_BAD_BARRIER_PTR;
     // Only segment barriers: node and per-thread barriers are refused.
-    if (type != RSM_BARRIER_SEGMENT) return RSMERR_BAD_MODE;
+    if (enum_value(type) != RSM_BARRIER_SEGMENT) return RSMERR_BAD_MODE;
     auto b = std::make_unique<barrier_state>();
     std::lock_guard<std::mutex> l(c->data_mtx);
     if (!handle_get(hval(h), kind::importer, nullptr, nullptr)) return RSMERR_BAD_SEG_HNDL;
@@ -144,12 +144,14 @@ RSM_API int rsm_memseg_import_get_mode(rsm_memseg_import_handle_t h, rsm_barrier
   });
 }
 
-RSM_API int rsm_memseg_import_set_mode(rsm_memseg_import_handle_t h, rsm_barrier_mode_t mode) {
+RSM_API int rsm_memseg_import_set_mode(rsm_memseg_import_handle_t h, rsm_barrier_mode_t mode_arg) {
   return guard([&]() -> int {
     import_seg* im;
     controller* c;
     if (int r = import_lookup(h, &im, &c)) return r;
-    if (mode != RSM_BARRIER_MODE_IMPLICIT && mode != RSM_BARRIER_MODE_EXPLICIT) return RSMERR_BAD_MODE;
+    int m = enum_value(mode_arg);
+    if (m != RSM_BARRIER_MODE_IMPLICIT && m != RSM_BARRIER_MODE_EXPLICIT) return RSMERR_BAD_MODE;
+    rsm_barrier_mode_t mode = static_cast<rsm_barrier_mode_t>(m);
     std::lock_guard<std::mutex> l(c->data_mtx);
     if (!handle_get(hval(h), kind::importer, nullptr, nullptr)) return RSMERR_BAD_SEG_HNDL;
     im->mode = mode;

@@ -61,7 +61,8 @@ bool parse_table(const std::string& text, uint16_t port, std::vector<node_entry>
       return false;
     }
     char* end = nullptr;
-    unsigned long id = strtoul(tok.substr(0, eq).c_str(), &end, 0);
+    std::string id_text = tok.substr(0, eq);  // end points into it
+    unsigned long id = strtoul(id_text.c_str(), &end, 0);
     if (*end || id == 0 || id > UINT32_MAX) {
       *err = "node table entry '" + tok + "': bad node id";
       return false;
@@ -72,7 +73,8 @@ bool parse_table(const std::string& text, uint16_t port, std::vector<node_entry>
     e.port = port;
     size_t colon = host.rfind(':');
     if (colon != std::string::npos) {
-      unsigned long p = strtoul(host.substr(colon + 1).c_str(), &end, 10);
+      std::string port_text = host.substr(colon + 1);
+      unsigned long p = strtoul(port_text.c_str(), &end, 10);
       if (*end || p == 0 || p > 65535) {
         *err = "node table entry '" + tok + "': bad port";
         return false;

@@ -406,9 +406,9 @@ RSM_API int rsm_memseg_export_create(rsmapi_controller_handle_t controller_h,
         if ((flags & RSM_CREATE_SEG_DONTWAIT) || d.expired()) return RSMERR_INSUFFICIENT_RESOURCES;
         c->resources_cv.wait_for(lk, std::chrono::milliseconds(std::max(1, d.remaining_ms())));
       }
+      s->handle = handle_add(kind::exporter, s.get(), c);
       c->export_count++;
       c->export_bytes += size;
-      s->handle = handle_add(kind::exporter, s.get(), c);
     }
     controller_dep(c, +1);
     *memseg = reinterpret_cast<rsm_memseg_export_handle_t>(s->handle);
@@ -460,11 +460,17 @@ RSM_API int rsm_memseg_export_publish(rsm_memseg_export_handle_t memseg, rsm_mem
     e.pid = static_cast<uint32_t>(getpid());
     e.start_time = process_start_time(e.pid);
     e.addr = c->svc_addr;
+    std::vector<rsmapi_access_entry_t> acl(access_list, access_list + access_list_length);
     if ((r = registry_publish(c, &id, e))) return r;
-    s->acl.assign(access_list, access_list + access_list_length);
+    try {
+      c->published[id] = s;
+    } catch (...) {
+      registry_unpublish(c, id);
+      throw;
+    }
+    s->acl = std::move(acl);
     s->segid = id;
     s->published = true;
-    c->published[id] = s;
     c->svc->published.fetch_add(1);
     service_directory_update(c);
     *segment_id = id;

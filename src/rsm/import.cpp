@@ -358,51 +358,54 @@ RSM_API int rsm_memseg_import_connect(rsmapi_controller_handle_t controller_h, r
       c->imports.emplace(im->id, im.get());
       c->import_count++;
     }
-    // Drops a connect that will not complete (the service thread forgets it).
-    auto abandon = [&](int code) {
+    // Drops a connect that will not complete: the service thread forgets it
+    // and, if the exporter had already accepted, the exporter is told.
+    auto abandon = [&](int code) noexcept {
       std::lock_guard<std::mutex> l(c->ctl_mtx);
       c->imports.erase(im->id);
       c->import_count--;
+      if (im->conn_id && !p->dead) {
+        try {
+          proto::writer dw(proto::disconnect, c->instance);
+          dw.u64(im->conn_id).u64(im->conn_token);
+          service_send(c, p, std::move(dw.out()));
+        } catch (...) {
+          // Out of memory: the exporter forgets us when we stop answering pings.
+        }
+      }
       peer_put(c, p);
-      close(im->connect_efd);
+      if (im->connect_efd >= 0) close(im->connect_efd);
       im->connect_efd = -1;
       return code;
     };
-    proto::writer w(proto::connect_req, c->instance);
-    w.u64(im->id).u64(im->token).u32(segment_id).u32(perm).u32(c->node);
-    w.u32(static_cast<uint32_t>(geteuid()))
-        .u32(static_cast<uint32_t>(getegid()))
-        .u32(static_cast<uint32_t>(getpid()));
-    w.u8(k.big_endian).bytes(c->svc_addr.data(), c->svc_addr.size());
-    service_send(c, p, std::move(w.out()));
-    for (;;) {
-      {
-        std::lock_guard<std::mutex> l(c->ctl_mtx);
-        if (!im->connecting) break;
+    try {
+      proto::writer w(proto::connect_req, c->instance);
+      w.u64(im->id).u64(im->token).u32(segment_id).u32(perm).u32(c->node);
+      w.u32(static_cast<uint32_t>(geteuid()))
+          .u32(static_cast<uint32_t>(getegid()))
+          .u32(static_cast<uint32_t>(getpid()));
+      w.u8(k.big_endian).bytes(c->svc_addr.data(), c->svc_addr.size());
+      service_send(c, p, std::move(w.out()));
+      for (;;) {
+        {
+          std::lock_guard<std::mutex> l(c->ctl_mtx);
+          if (!im->connecting) break;
+        }
+        if (d.expired()) return abandon(RSMERR_REMOTE_NODE_UNREACHABLE);
+        pollfd pf{im->connect_efd, POLLIN, 0};
+        int n = poll(&pf, 1, std::min(d.remaining_ms(), 100));
+        if (n < 0 && errno == EINTR) return abandon(RSMERR_INTERRUPTED);
       }
-      if (d.expired()) return abandon(RSMERR_REMOTE_NODE_UNREACHABLE);
-      pollfd pf{im->connect_efd, POLLIN, 0};
-      int n = poll(&pf, 1, std::min(d.remaining_ms(), 100));
-      if (n < 0 && errno == EINTR) return abandon(RSMERR_INTERRUPTED);
-    }
-    close(im->connect_efd);
-    im->connect_efd = -1;
-    if (im->connect_status != RSM_SUCCESS) return abandon(im->connect_status);
-    im->swap = im->exporter_big_endian != static_cast<uint32_t>(k.big_endian);
-    {
+      close(im->connect_efd);
+      im->connect_efd = -1;
+      if (im->connect_status != RSM_SUCCESS) return abandon(im->connect_status);
+      im->swap = im->exporter_big_endian != static_cast<uint32_t>(k.big_endian);
       std::lock_guard<std::mutex> l(c->data_mtx);
-      if ((r = peer_data_addr(c, p, &im->fa))) {
-        // Tell the exporter, then forget it.
-        std::lock_guard<std::mutex> l2(c->ctl_mtx);
-        proto::writer dw(proto::disconnect, c->instance);
-        dw.u64(im->conn_id).u64(im->conn_token);
-        service_send(c, p, std::move(dw.out()));
-        c->imports.erase(im->id);
-        c->import_count--;
-        peer_put(c, p);
-        return r;
-      }
+      if ((r = peer_data_addr(c, p, &im->fa))) return abandon(r);
       im->handle = handle_add(kind::importer, im.get(), c);
+    } catch (...) {
+      abandon(0);
+      throw;
     }
     controller_dep(c, +1);
     *im_memseg = reinterpret_cast<rsm_memseg_import_handle_t>(im->handle);

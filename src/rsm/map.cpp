@@ -153,9 +153,10 @@ int fetch_fd(import_seg* im, int* fd, uint64_t* file_off, int* status) {
 
 using namespace weft::rsm;
 
-RSM_API int rsm_memseg_import_map(rsm_memseg_import_handle_t h, void** address, rsm_attribute_t attr,
+RSM_API int rsm_memseg_import_map(rsm_memseg_import_handle_t h, void** address, rsm_attribute_t attr_arg,
                                   rsm_permission_t perm, off_t offset, size_t length) {
   return guard([&]() -> int {
+    int attr = enum_value(attr_arg);
     import_seg* im;
     controller* c;
     if (int r = import_lookup(h, &im, &c)) return r;

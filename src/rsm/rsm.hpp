@@ -37,6 +37,17 @@ void log(const char* fmt, ...) noexcept;  // WEFT_RSM_LOG=1: one line on stderr
   } while (0)
 extern bool log_on;
 
+// An enum argument's value as the int a C caller passed: C allows any int
+// there, while loading an out-of-range value through the C++ enum type is
+// undefined.
+template <typename E>
+inline int enum_value(const E& e) noexcept {
+  int v;
+  static_assert(sizeof(E) == sizeof(int));
+  memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 // Reads a whole file; false if it cannot be opened. Unlike iostreams, an
 // allocation failure throws (and becomes RSMERR_INSUFFICIENT_MEM) instead of
 // looking like a short file.

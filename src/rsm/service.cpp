@@ -414,7 +414,13 @@ bool drain_cq(controller* c) {
       if (!op) continue;
       if (op->op == svc_op::rx) {
         auto* b = reinterpret_cast<rxbuf*>(op);
-        on_message(c, b->data, std::min(e[i].len, sizeof b->data));
+        try {
+          on_message(c, b->data, std::min(e[i].len, sizeof b->data));
+        } catch (...) {
+          // Out of memory: this message is lost (its sender's bounded wait
+          // or our liveness checks deal with that); the buffer is not.
+          RSM_LOG("a control message was dropped: out of memory");
+        }
         post_rx(c, b);
       } else {
         tx_done(c, op, 0);
@@ -749,25 +755,29 @@ void run(controller* c) {
   std::vector<pollfd> pfds;
   std::vector<watch> ws;
   const uint64_t spin_ns = static_cast<uint64_t>(cfg().spin_us) * 1000;
-  while (!s.stop.load(std::memory_order_acquire)) {
-    bool busy = drain_cq(c);
-    busy |= flush_sends(c);
-    uint64_t now = now_ms();
-    uint64_t tns = now_ns();
-    if (busy) s.last_busy_ns = tns;
-    bool spinning = busy || tns - s.last_busy_ns < spin_ns;
-    if (now - s.last_timer_ms >= 50) {
-      s.last_timer_ms = now;
-      liveness(c);
-      directory_duty(c);
-      // While spinning the loop never sleeps in poll: look at the sockets now.
-      if (spinning) poll_once(c, 0, pfds, ws);
-      serve_clients(c, s.dir_clients, dir_request_len, serve_directory);
-      serve_clients(c, s.map_clients, map_request_len, serve_map);
+  while (!s.stop.load(std::memory_order_acquire)) try {
+      bool busy = drain_cq(c);
+      busy |= flush_sends(c);
+      uint64_t now = now_ms();
+      uint64_t tns = now_ns();
+      if (busy) s.last_busy_ns = tns;
+      bool spinning = busy || tns - s.last_busy_ns < spin_ns;
+      if (now - s.last_timer_ms >= 50) {
+        s.last_timer_ms = now;
+        liveness(c);
+        directory_duty(c);
+        // While spinning the loop never sleeps in poll: look at the sockets now.
+        if (spinning) poll_once(c, 0, pfds, ws);
+        serve_clients(c, s.dir_clients, dir_request_len, serve_directory);
+        serve_clients(c, s.map_clients, map_request_len, serve_map);
+      }
+      if (spinning) continue;
+      poll_once(c, 1, pfds, ws);
+    } catch (...) {
+      // Out of memory somewhere in a turn: the thread must live on.
+      RSM_LOG("service thread: out of memory, retrying");
+      usleep(1000);
     }
-    if (spinning) continue;
-    poll_once(c, 1, pfds, ws);
-  }
 }
 
 }  // namespace

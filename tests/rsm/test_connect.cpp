@@ -48,6 +48,7 @@ RSM_CHILD(silent_exporter) {
   hints->fabric_attr->prov_name = strdup("shm");
   fi_info* info = nullptr;
   REQ_EQ(fi_getinfo(FI_VERSION(1, 11), nullptr, nullptr, 0, hints, &info), 0);
+  fi_freeinfo(hints);
   fid_fabric* fab;
   fid_domain* dom;
   fid_av* av;
@@ -78,6 +79,12 @@ RSM_CHILD(silent_exporter) {
   fclose(f);
   set_step(0, 1);
   wait_step(1, 1, 60000);
+  fi_close(&ep->fid);
+  fi_close(&cq->fid);
+  fi_close(&av->fid);
+  fi_close(&dom->fid);
+  fi_close(&fab->fid);
+  fi_freeinfo(info);
   return 0;
 }
 

@@ -66,6 +66,14 @@ struct raw_ep {
     REQ_EQ(fi_getname(&ep->fid, a, &len), 0);
     addr.assign(a, a + len);
   }
+  void close_all() {
+    fi_close(&ep->fid);
+    fi_close(&cq->fid);
+    fi_close(&av->fid);
+    fi_close(&domain->fid);
+    fi_close(&fabric->fid);
+    fi_freeinfo(info);
+  }
   // Receive buffers; incoming messages are queued while waiting for the
   // completion of our own operations.
   struct rxb {
@@ -340,6 +348,7 @@ RSM_CHILD(hostile_importer) {
   }
   set_step(1, 1);
   wait_step(2, 1);
+  r.close_all();
   return 0;
 }
 

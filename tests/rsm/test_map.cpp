@@ -93,8 +93,10 @@ RSM_CHILD(map_importer) {
   REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 100, 4096), RSMERR_BAD_MEM_ALIGNMENT);
   void* odd = reinterpret_cast<void*>(0x10000123);
   REQ_EQ(rsm_memseg_import_map(im, &odd, RSM_MAP_FIXED, RSM_PERM_RDWR, 0, 4096), RSMERR_BAD_MEM_ALIGNMENT);
-  REQ_EQ(rsm_memseg_import_map(im, &addr, static_cast<rsm_attribute_t>(7), RSM_PERM_RDWR, 0, 4096),
-         RSMERR_MAP_FAILED);
+  // A C caller may pass any int for the attribute (C++ cannot form one).
+  using map_with_int = int (*)(rsm_memseg_import_handle_t, void**, int, rsm_permission_t, off_t, size_t);
+  auto map_int = reinterpret_cast<map_with_int>(&rsm_memseg_import_map);
+  REQ_EQ(map_int(im, &addr, 7, RSM_PERM_RDWR, 0, 4096), RSMERR_MAP_FAILED);
   REQ_EQ(rsm_memseg_import_unmap(im), RSMERR_SEG_NOT_MAPPED);
   // Private exporter memory cannot be shared.
   REQ_EQ(rsm_memseg_import_map(priv, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, seg_size), RSMERR_MAP_FAILED);

@@ -126,7 +126,10 @@ RSM_CHILD(putget_importer) {
   REQ_EQ(rsm_memseg_import_put64(im, 0, nullptr, 1), RSMERR_BAD_ADDR);
   REQ_EQ(rsm_memseg_import_get(im, 0, nullptr, 8), RSMERR_BAD_ADDR);
   // Barrier modes.
-  REQ_EQ(rsm_memseg_import_set_mode(im, static_cast<rsm_barrier_mode_t>(7)), RSMERR_BAD_MODE);
+  // A C caller may pass any int for the mode (C++ cannot form one).
+  using set_mode_with_int = int (*)(rsm_memseg_import_handle_t, int);
+  auto set_mode_int = reinterpret_cast<set_mode_with_int>(&rsm_memseg_import_set_mode);
+  REQ_EQ(set_mode_int(im, 7), RSMERR_BAD_MODE);
   REQ_EQ(rsm_memseg_import_get_mode(im, nullptr), RSMERR_BAD_ADDR);
   REQ_EQ(rsm_memseg_import_set_mode(im, RSM_BARRIER_MODE_EXPLICIT), RSM_SUCCESS);
   REQ_EQ(rsm_memseg_import_get_mode(im, &mode), RSM_SUCCESS);
