@@ -51,8 +51,8 @@ uint64_t handle_add(kind k, void* obj, controller* ctl) {
   if (++s->gen == 0) s->gen = 1;
   uint64_t h =
       static_cast<uint64_t>(s->gen) << 32 | static_cast<uint64_t>(idx) << 8 | static_cast<uint8_t>(k);
-  s->obj.store(obj, std::memory_order_relaxed);
-  s->ctl.store(ctl, std::memory_order_relaxed);
+  s->obj.store(obj, std::memory_order_release);
+  s->ctl.store(ctl, std::memory_order_release);
   s->tag.store(h, std::memory_order_release);
   return h;
 }
@@ -76,9 +76,10 @@ bool handle_get(uint64_t h, kind k, void** obj, controller** ctl) noexcept {
   if (idx == 0) return false;
   slot* s = slot_of(idx);
   if (!s || s->tag.load(std::memory_order_acquire) != h) return false;
-  void* o = s->obj.load(std::memory_order_relaxed);
-  controller* c = s->ctl.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  // Acquire loads: the second look at the tag cannot happen before them, so
+  // a slot reused meanwhile is noticed.
+  void* o = s->obj.load(std::memory_order_acquire);
+  controller* c = s->ctl.load(std::memory_order_acquire);
   if (s->tag.load(std::memory_order_relaxed) != h) return false;
   if (obj) *obj = o;
   if (ctl) *ctl = c;
