@@ -740,6 +740,9 @@ bool poll_once(controller* c, int timeout, std::vector<pollfd>& pfds, std::vecto
         break;
       }
       case watch::pidfd: {
+        // It exited: first take what it sent before (a last signal, an
+        // abort), then bury it.
+        drain_cq(c);
         std::lock_guard<std::mutex> l(c->ctl_mtx);
         if (peer* p = find_peer(c, ws[i].id)) peer_dead(c, p);
         break;
@@ -778,6 +781,24 @@ void run(controller* c) {
       RSM_LOG("service thread: out of memory, retrying");
       usleep(1000);
     }
+  // Closing: what was queued (a last signal, the aborts of an unpublish)
+  // still goes out, for a bounded while.
+  deadline d(500);
+  while (!d.expired()) {
+    try {
+      drain_cq(c);
+      flush_sends(c);
+    } catch (...) {
+      break;
+    }
+    bool empty;
+    {
+      std::lock_guard<std::mutex> l(s.q_mtx);
+      empty = s.queue.empty();
+    }
+    if (empty && s.backlog.empty() && s.inflight.empty()) break;
+    usleep(100);
+  }
 }
 
 }  // namespace

@@ -41,10 +41,12 @@ void sigstate::wake_all() noexcept {
   if (pending == 0) (void)!write(wfd, "x", 1);
 }
 
+// Events posted before the connection went are still delivered; once they
+// are taken, waiters learn that it is gone.
 bool sigstate::consume() noexcept {
   std::lock_guard<std::mutex> l(mtx);
-  if (broken || pending == 0) return false;
-  if (--pending == 0) {
+  if (pending == 0) return false;
+  if (--pending == 0 && !broken) {
     char b;
     (void)!read(rfd, &b, 1);
   }
@@ -150,8 +152,8 @@ RSM_API int rsm_intr_signal_wait(void* memseg, int timeout) {
     if (int r = sig_of(memseg, &st, &is_import)) return r;
     deadline d(timeout);
     for (;;) {
-      if (st->broken) return is_import ? RSMERR_CONN_ABORTED : RSMERR_BAD_SEG_HNDL;
       if (st->consume()) return RSM_SUCCESS;
+      if (st->broken) return is_import ? RSMERR_CONN_ABORTED : RSMERR_BAD_SEG_HNDL;
       pollfd pf{st->rfd, POLLIN, 0};
       int n = poll(&pf, 1, d.remaining_ms());
       if (n < 0) return poll_error(errno);
@@ -209,11 +211,8 @@ RSM_API int rsm_intr_signal_wait_pollfd(struct pollfd fds[], nfds_t nfds, int ti
         }
         if (st) {
           // A segment's descriptor: report POLLRDNORM for an event this call
-          // took, POLLERR for a connection that is gone.
-          if (st->broken)
-            fds[i].revents = POLLERR;
-          else
-            fds[i].revents = st->consume() ? POLLRDNORM : 0;
+          // took, POLLERR for a connection that is gone (and has none left).
+          fds[i].revents = st->consume() ? POLLRDNORM : st->broken ? POLLERR : 0;
         }
         if (fds[i].revents) ready++;
       }
