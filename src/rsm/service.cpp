@@ -695,7 +695,8 @@ bool poll_once(controller* c, int timeout, std::vector<pollfd>& pfds, std::vecto
   // With a wait fd the provider wakes us (tcp); without one (shm) incoming
   // messages and target-side progress need polling, every millisecond while
   // anything is published, connected or in flight.
-  if (timeout > 0) timeout = !active ? 100 : cq_armed ? 20 : 1;
+  // (shm providers offer a wait fd that a remote sender never signals: poll.)
+  if (timeout > 0) timeout = !active ? 100 : cq_armed && c->tcp ? 20 : 1;
   int n = poll(pfds.data(), pfds.size(), timeout);
   if (n <= 0) return true;
   s.last_busy_ns = now_ns();  // woken by something: stay responsive a while
