@@ -30,7 +30,9 @@ std::string tcp_unusable() {
   fi_info* info = nullptr;
   int r = fi_getinfo(FI_VERSION(1, 11), "127.0.0.1", nullptr, FI_SOURCE, hints, &info);
   fi_freeinfo(hints);
-  if (r) return std::string("fi_getinfo(tcp): ") + fi_strerror(-r);
+  if (r)
+    return std::string("the tcp provider offers no RDM endpoint with RMA (fi_getinfo: ") + fi_strerror(-r) +
+           "); weft's tcp has no data path yet, so these tests run over Debian's libfabric until it has";
   fid_fabric* fab = nullptr;
   fid_domain* dom = nullptr;
   fid_ep* ep = nullptr;
