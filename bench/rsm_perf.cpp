@@ -42,8 +42,9 @@ struct options {
   std::string ctl = "shm";
   std::string mem = "heap";  // target memory: heap (private) or memfd (shareable)
   int rounds = 5;
-  int lat_iters = 50000;
-  int bw_iters = 500;
+  int lat_iters = 100000;
+  int bw_iters = 1000;
+  double time = 0.25;  // seconds at most per measurement
   int cpu_initiator = 0, cpu_target = 1;
   bool check = false;
   bool pin = true;
@@ -64,6 +65,12 @@ struct shared {
   uint8_t raw_addr[512];
 };
 shared* sh;
+
+// The completion level libweft_rsm asks for on puts (WEFT_RSM_COMPLETION).
+uint64_t put_completion() {
+  const char* v = getenv("WEFT_RSM_COMPLETION");
+  return v && !strcmp(v, "transmit") ? FI_TRANSMIT_COMPLETE : FI_DELIVERY_COMPLETE;
+}
 
 double now_s() {
   timespec t;
@@ -111,7 +118,9 @@ struct raw {
   fid_mr* mr = nullptr;
   fi_context2 ctx;
 
-  void open() {
+  // target: progressed like the RSM service endpoint (a CQ with a wait fd);
+  // otherwise an initiator like the RSM data endpoint (no wait object).
+  void open(bool target) {
     fi_info* hints = fi_allocinfo();
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -130,8 +139,7 @@ struct raw {
     if ((r = fi_av_open(domain, &aa, &av, nullptr))) die("fi_av_open", r);
     fi_cq_attr ca{};
     ca.format = FI_CQ_FORMAT_CONTEXT;
-    // A wait fd where the provider offers one, as the RSM service CQ has.
-    ca.wait_obj = FI_WAIT_FD;
+    ca.wait_obj = target ? FI_WAIT_FD : FI_WAIT_NONE;
     if (fi_cq_open(domain, &ca, &cq, nullptr)) {
       ca.wait_obj = FI_WAIT_NONE;
       if ((r = fi_cq_open(domain, &ca, &cq, nullptr))) die("fi_cq_open", r);
@@ -159,7 +167,7 @@ struct raw {
         void* desc = nullptr;
         fi_rma_iov riov{addr, len, key};
         fi_msg_rma msg{&iov, &desc, 1, fa, &riov, 1, &ctx, 0};
-        r = fi_writemsg(ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+        r = fi_writemsg(ep, &msg, FI_COMPLETION | put_completion());
       } else {
         r = fi_read(ep, buf, len, nullptr, fa, addr, key, &ctx);
       }
@@ -194,7 +202,7 @@ int target() {
   if (int r = rsm_memseg_export_publish(ex, &id, nullptr, 0)) die("rsm_memseg_export_publish", r);
   // The plain side: the same kind of memory, registered for remote access.
   raw t;
-  t.open();
+  t.open(true);
   void* mem = alloc_mem(seg_size, shareable);
   uint64_t key = t.info->domain_attr->mr_mode & FI_MR_PROV_KEY ? 0 : 0x5eedull;
   if (int r = fi_mr_reg(t.domain, mem, seg_size, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, key, 0, &t.mr, nullptr))
@@ -258,7 +266,7 @@ int initiator(pid_t child) {
   if (int r = rsm_memseg_import_init_barrier(im, RSM_BAR_DEFAULT, &bar))
     die("rsm_memseg_import_init_barrier", r);
   raw t;
-  t.open();
+  t.open(false);
   fi_addr_t fa;
   if (fi_av_insert(t.av, sh->raw_addr, 1, &fa, 0, nullptr) != 1) die("fi_av_insert", -1);
   void* buf = alloc_mem(big, false);
@@ -275,28 +283,33 @@ int initiator(pid_t child) {
       bool write = m % 2 == 0;
       size_t len = m < 2 ? 8 : big;
       int iters = m < 2 ? opt.lat_iters : opt.bw_iters;
-      // Plain libfabric first, then RSM, then compare.
-      for (int i = 0; i < iters / 10; i++) t.op(write, buf, len, fa, sh->raw_base, sh->raw_key);  // warm up
-      double t0 = now_s();
-      for (int i = 0; i < iters; i++) t.op(write, buf, len, fa, sh->raw_base + (i & 1) * len, sh->raw_key);
-      double raw_s = now_s() - t0;
-      for (int i = 0; i < iters / 10; i++) {
-        int r = write ? rsm_memseg_import_put(im, 0, buf, len) : rsm_memseg_import_get(im, 0, buf, len);
-        if (r) die("rsm warm up", r);
-      }
-      t0 = now_s();
-      for (int i = 0; i < iters; i++) {
+      // Plain libfabric first, then RSM, then compare. Each runs `iters`
+      // operations or for opt.time seconds, whichever ends first (a provider
+      // whose target must progress each operation is slow), looking at the
+      // clock every 16 operations on both sides alike.
+      auto run = [&](auto&& one) {
+        for (int i = 0; i < std::max(1, iters / 20); i++) one(0);  // warm up
+        double t0 = now_s(), el = 0;
+        int n = 0;
+        while (n < iters) {
+          for (int k = 0; k < 16 && n < iters; k++, n++) one(n);
+          if ((el = now_s() - t0) > opt.time) break;
+        }
+        return std::pair<double, int>(now_s() - t0, n);
+      };
+      auto [raw_s, raw_n] =
+          run([&](int i) { t.op(write, buf, len, fa, sh->raw_base + (i & 1) * len, sh->raw_key); });
+      auto [rsm_s, rsm_n] = run([&](int i) {
         off_t off = static_cast<off_t>((i & 1) * len);
         int r = write ? rsm_memseg_import_put(im, off, buf, len) : rsm_memseg_import_get(im, off, buf, len);
         if (r) die("rsm_memseg_import_put/get", r);
-      }
-      double rsm_s = now_s() - t0;
+      });
       if (m < 2) {
-        res[m].raw.push_back(raw_s / iters * 1e6);
-        res[m].rsm.push_back(rsm_s / iters * 1e6);
+        res[m].raw.push_back(raw_s / raw_n * 1e6);
+        res[m].rsm.push_back(rsm_s / rsm_n * 1e6);
       } else {
-        res[m].raw.push_back(static_cast<double>(len) * iters / raw_s / 1e6);
-        res[m].rsm.push_back(static_cast<double>(len) * iters / rsm_s / 1e6);
+        res[m].raw.push_back(static_cast<double>(len) * raw_n / raw_s / 1e6);
+        res[m].rsm.push_back(static_cast<double>(len) * rsm_n / rsm_s / 1e6);
       }
     }
     if (can_map) {
@@ -332,10 +345,12 @@ int initiator(pid_t child) {
 
   Dl_info dl{};
   dladdr(reinterpret_cast<void*>(&fi_version), &dl);
-  printf("rsm-perf: libfabric %s (%u.%u), controller %s, target memory %s, %d rounds, plain target %s\n",
-         dl.dli_fname ? dl.dli_fname : "?", FI_MAJOR(fi_version()), FI_MINOR(fi_version()), opt.ctl.c_str(),
-         opt.mem.c_str(), opt.rounds,
-         opt.busy_target ? "polling without pause" : "progressed like the RSM one");
+  printf(
+      "rsm-perf: libfabric %s (%u.%u), controller %s, target memory %s, %d rounds, puts %s-complete, "
+      "plain target %s\n",
+      dl.dli_fname ? dl.dli_fname : "?", FI_MAJOR(fi_version()), FI_MINOR(fi_version()), opt.ctl.c_str(),
+      opt.mem.c_str(), opt.rounds, put_completion() == FI_DELIVERY_COMPLETE ? "delivery" : "transmit",
+      opt.busy_target ? "polling without pause" : "progressed like the RSM one");
   printf("%-30s %12s %12s %10s   %s\n", "metric", "fi_*", "RSM", "RSM cost", "cost per round");
   for (int m = 0; m < 4; m++) {
     std::vector<double> ratio;
@@ -370,19 +385,24 @@ int initiator(pid_t child) {
 void usage() {
   fprintf(stderr,
           "usage: rsm-perf [--ctl shm|tcp] [--mem heap|memfd] [--rounds N] [--lat-iters N] [--bw-iters N]\n"
-          "                [--check] [--no-pin] [--cpus A,B] [--busy-target]\n");
+          "                [--time S] [--check] [--no-pin] [--cpus A,B] [--busy-target]\n");
   exit(2);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  static option longopts[] = {
-      {"ctl", required_argument, nullptr, 'c'},      {"mem", required_argument, nullptr, 'm'},
-      {"rounds", required_argument, nullptr, 'r'},   {"lat-iters", required_argument, nullptr, 'l'},
-      {"bw-iters", required_argument, nullptr, 'b'}, {"check", no_argument, nullptr, 'k'},
-      {"no-pin", no_argument, nullptr, 'p'},         {"busy-target", no_argument, nullptr, 't'},
-      {"cpus", required_argument, nullptr, 'u'},     {nullptr, 0, nullptr, 0}};
+  static option longopts[] = {{"ctl", required_argument, nullptr, 'c'},
+                              {"mem", required_argument, nullptr, 'm'},
+                              {"rounds", required_argument, nullptr, 'r'},
+                              {"lat-iters", required_argument, nullptr, 'l'},
+                              {"bw-iters", required_argument, nullptr, 'b'},
+                              {"check", no_argument, nullptr, 'k'},
+                              {"no-pin", no_argument, nullptr, 'p'},
+                              {"busy-target", no_argument, nullptr, 't'},
+                              {"cpus", required_argument, nullptr, 'u'},
+                              {"time", required_argument, nullptr, 'T'},
+                              {nullptr, 0, nullptr, 0}};
   int ch;
   while ((ch = getopt_long(argc, argv, "", longopts, nullptr)) != -1) {
     switch (ch) {
@@ -409,6 +429,9 @@ int main(int argc, char** argv) {
         break;
       case 't':
         opt.busy_target = true;
+        break;
+      case 'T':
+        opt.time = std::max(0.001, atof(optarg));
         break;
       case 'u':
         if (sscanf(optarg, "%d,%d", &opt.cpu_initiator, &opt.cpu_target) != 2) usage();

@@ -169,6 +169,8 @@ config load() {
   c.liveness_ms = static_cast<int>(env_long("WEFT_RSM_LIVENESS_MS", 5000, 100, 3600000));
   c.ack_timeout_ms = static_cast<int>(env_long("WEFT_RSM_ACK_TIMEOUT_MS", 2000, 10, 3600000));
   c.spin_us = static_cast<int>(env_long("WEFT_RSM_SPIN_US", 100, 0, 1000000));
+  if (const char* v = getenv("WEFT_RSM_COMPLETION"); v && !strcmp(v, "transmit"))
+    c.put_completion = FI_TRANSMIT_COMPLETE;  // faster where the target must progress; see docs/rsm.md
   c.big_endian = __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__;
   if (const char* v = getenv("WEFT_RSM_BYTE_ORDER"); v && *v) {
     // Announce another byte order than the CPU's: how the tests exercise the

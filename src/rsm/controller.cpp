@@ -206,6 +206,7 @@ int open_fabric(controller* c) {
   }
   c->instance = random64();
   c->owner = getpid();
+  c->put_completion = k.put_completion;
   if ((r = service_start(c))) {
     close_fabric(c);
     return r;

@@ -94,7 +94,7 @@ int transfer(controller* c, import_seg* im, bool write, void* buf, size_t len, v
       iovec iov{buf, len};
       fi_rma_iov riov{raddr, len, key};
       fi_msg_rma msg{&iov, &desc, 1, im->fa, &riov, 1, &x->ctx, 0};
-      r = fi_writemsg(c->data_ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+      r = fi_writemsg(c->data_ep, &msg, FI_COMPLETION | c->put_completion);
     } else {
       r = fi_read(c->data_ep, buf, len, desc, im->fa, raddr, key, &x->ctx);
     }

@@ -89,15 +89,16 @@ struct config {
   std::vector<node_entry> nodes;  // empty: the one-host default (node 1 = 127.0.0.1)
   bool table_given = false;
   rsm_node_id_t local_node = 1;
-  bool local_known = true;        // false: a table that names none of this host's addresses
-  std::string run_dir;            // registry root, mode 0700
-  int timeout_ms = 10000;         // bound on one data transfer
-  int connect_timeout_ms = 5000;  // bound on connect (lookup + request + reply)
-  int liveness_ms = 5000;         // a silent peer is declared dead after this
-  int ack_timeout_ms = 2000;      // rebind/republish wait for importers' acknowledgements
-  int spin_us = 100;              // service thread keeps polling this long after activity
-  bool big_endian = false;        // byte order this process announces
-  size_t max_segment_size = 0;    // attr_max_export_segment_size (= max import map size)
+  bool local_known = true;                         // false: a table that names none of this host's addresses
+  std::string run_dir;                             // registry root, mode 0700
+  int timeout_ms = 10000;                          // bound on one data transfer
+  int connect_timeout_ms = 5000;                   // bound on connect (lookup + request + reply)
+  int liveness_ms = 5000;                          // a silent peer is declared dead after this
+  int ack_timeout_ms = 2000;                       // rebind/republish wait for importers' acknowledgements
+  int spin_us = 100;                               // service thread keeps polling this long after activity
+  uint64_t put_completion = FI_DELIVERY_COMPLETE;  // or FI_TRANSMIT_COMPLETE (WEFT_RSM_COMPLETION)
+  bool big_endian = false;                         // byte order this process announces
+  size_t max_segment_size = 0;                     // attr_max_export_segment_size (= max import map size)
   size_t tot_export_size = 0;
   size_t tot_map_size = 0;
   unsigned long max_export_segments = 1024;
@@ -322,7 +323,8 @@ struct controller {
   size_t export_count = 0, export_bytes = 0, import_count = 0, map_bytes = 0;
   std::condition_variable resources_cv;  // export_create waits here without DONTWAIT
 
-  xfer* hot = nullptr;  // the data path's reusable context (under data_mtx)
+  xfer* hot = nullptr;                             // the data path's reusable context (under data_mtx)
+  uint64_t put_completion = FI_DELIVERY_COMPLETE;  // completion level of puts (config)
   size_t abandoned = 0;
 
   std::unique_ptr<service> svc;
