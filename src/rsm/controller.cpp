@@ -229,6 +229,30 @@ void close_controller(controller* c) noexcept {
   RSM_LOG("controller %s closed", c->name.c_str());
 }
 
+// At exit, what this process published leaves the registry and its
+// endpoints close, so the providers remove what they keep for them (Debian's
+// shm leaves a 16 MiB region file per endpoint otherwise). The process is
+// going: nothing else is torn down. Runs before libfabric's own destructors.
+struct at_exit {
+  ~at_exit() {
+    std::unique_lock<std::mutex> l(g_mtx, std::try_to_lock);
+    if (!l.owns_lock()) return;  // another thread is inside the library: leave it be
+    for (controller* c : controllers()) {
+      if (!c->open || c->owner != getpid()) continue;
+      service_stop(c);
+      std::unique_lock<std::mutex> cl(c->ctl_mtx, std::try_to_lock);
+      if (cl.owns_lock())
+        for (auto& [id, s] : c->published) registry_unpublish(c, id);
+      std::unique_lock<std::mutex> dl(c->data_mtx, std::try_to_lock);
+      if (!dl.owns_lock()) continue;
+      if (c->svc_ep) fi_close(&c->svc_ep->fid);
+      if (c->data_ep) fi_close(&c->data_ep->fid);
+      c->svc_ep = c->data_ep = nullptr;
+      c->open = false;
+    }
+  }
+} at_exit_cleanup;
+
 }  // namespace
 
 int controller_get(const char* name, controller** out) {

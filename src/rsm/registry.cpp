@@ -143,9 +143,45 @@ std::string map_socket_path(uint32_t pid, uint64_t instance) {
   return cfg().run_dir + name;
 }
 
+namespace {
+
+// Removes what processes that died without unpublishing left in a node's
+// registry (a bounded number per call).
+void collect_stale(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (!d) return;
+  int budget = 256;
+  while (dirent* de = readdir(d)) {
+    if (de->d_name[0] == '.') continue;  // ".", "..", files being written
+    if (budget-- == 0) break;
+    remove_if_stale(dir + "/" + de->d_name);
+  }
+  closedir(d);
+}
+
+}  // namespace
+
+void registry_collect_sockets() noexcept {
+  // Mapping sockets are named m<pid>-<instance>: those of dead processes go.
+  try {
+    DIR* d = opendir(cfg().run_dir.c_str());
+    if (!d) return;
+    while (dirent* de = readdir(d)) {
+      unsigned pid = 0;
+      if (de->d_name[0] != 'm' || sscanf(de->d_name + 1, "%u-", &pid) != 1 || pid == 0) continue;
+      if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        unlink((cfg().run_dir + "/" + de->d_name).c_str());
+    }
+    closedir(d);
+  } catch (...) {
+    // Nothing collected this time.
+  }
+}
+
 int registry_publish(controller* c, rsm_memseg_id_t* segid, const reg_entry& e) {
   if (!ensure_path(c->prov, c->node)) return RSMERR_INSUFFICIENT_RESOURCES;
   std::string dir = registry_dir(c->prov, c->node);
+  collect_stale(dir);
   char tmpname[64];
   snprintf(tmpname, sizeof tmpname, "/.tmp-%016llx", static_cast<unsigned long long>(random64()));
   std::string tmp = dir + tmpname;

@@ -359,6 +359,7 @@ int registry_lookup(controller* c, rsm_node_id_t node, rsm_memseg_id_t segid, co
                     reg_entry* out);  // local file or the node's directory
 std::string registry_dir(const std::string& prov, rsm_node_id_t node);
 std::string map_socket_path(uint32_t pid, uint64_t instance);
+void registry_collect_sockets() noexcept;  // removes mapping sockets of dead processes
 uint64_t process_start_time(uint32_t pid) noexcept;
 
 // ------------------------------------------------------------------ service

@@ -819,8 +819,10 @@ int service_start(controller* c) {
   struct stat st;
   const std::string& root = cfg().run_dir;
   if ((mkdir(root.c_str(), 0700) == 0 || errno == EEXIST) && lstat(root.c_str(), &st) == 0 &&
-      S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077))
+      S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 077)) {
+    registry_collect_sockets();
     s->map_fd = listen_unix(s->map_path);
+  }
   if (s->map_fd < 0) RSM_LOG("no mapping socket: segments of this process cannot be mapped by others");
   c->svc = std::move(s);
   int err = RSM_SUCCESS;

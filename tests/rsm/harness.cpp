@@ -1,6 +1,7 @@
 // The multi-process harness (see harness.hpp) and the tests' main().
 #include "harness.hpp"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -116,6 +117,7 @@ int wait_all(std::vector<pid_t>& pids, int timeout_s, std::string* why) {
         if (!done[i]) {
           kill(pids[i], SIGKILL);
           waitpid(pids[i], nullptr, 0);
+          forget_killed(pids[i]);
           *why += "actor " + std::to_string(i) + " overran " + std::to_string(timeout_s) + " s; ";
         }
       return 1;
@@ -123,6 +125,16 @@ int wait_all(std::vector<pid_t>& pids, int timeout_s, std::string* why) {
     usleep(2000);
   }
   return result;
+}
+
+void forget_killed(pid_t pid) {
+  std::string prefix = std::to_string(pid) + ":";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* de = readdir(d))
+      if (!strncmp(de->d_name, prefix.c_str(), prefix.size()))
+        unlink((std::string("/dev/shm/") + de->d_name).c_str());
+    closedir(d);
+  }
 }
 
 void fail(const char* file, int line, const std::string& what) {

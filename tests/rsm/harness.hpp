@@ -45,6 +45,10 @@ pid_t spawn(const std::string& name, const std::vector<std::string>& args = {},
 // Waits for every actor; kills what still runs at the deadline. Returns
 // 0 (all passed), 77 (one skipped: reason in sh->text) or 1 (why in *why).
 int wait_all(std::vector<pid_t>& pids, int timeout_s, std::string* why);
+// After killing an actor: removes what it could not (Debian's shm provider
+// leaves a region file, /dev/shm/<pid>:*, for each endpoint of a killed
+// process; weft's removes those of dead processes itself).
+void forget_killed(pid_t pid);
 // Runs actors to completion and turns the outcome into the test's result.
 #define RUN_ACTORS(timeout_s, ...)                       \
   do {                                                   \
