@@ -128,10 +128,10 @@ void find_backing(binding* b) {
   }
   if (fd < 0) {
     // A memfd or an unlinked file: find a descriptor of ours for it.
-    if (DIR* d = opendir("/proc/self/fd")) {
-      while (dirent* de = readdir(d)) {
+    if (dir_ptr d{opendir("/proc/self/fd")}) {
+      while (dirent* de = readdir(d.get())) {
         int n = atoi(de->d_name);
-        if (de->d_name[0] == '.' || n == dirfd(d)) continue;
+        if (de->d_name[0] == '.' || n == dirfd(d.get())) continue;
         if (same_file(n, *first)) {
           char p[64];
           snprintf(p, sizeof p, "/proc/self/fd/%d", n);
@@ -139,7 +139,6 @@ void find_backing(binding* b) {
           if (fd >= 0) break;
         }
       }
-      closedir(d);
     }
   }
   if (fd < 0) {

@@ -148,15 +148,14 @@ namespace {
 // Removes what processes that died without unpublishing left in a node's
 // registry (a bounded number per call).
 void collect_stale(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
+  dir_ptr d{opendir(dir.c_str())};
   if (!d) return;
   int budget = 256;
-  while (dirent* de = readdir(d)) {
+  while (dirent* de = readdir(d.get())) {
     if (de->d_name[0] == '.') continue;  // ".", "..", files being written
     if (budget-- == 0) break;
     remove_if_stale(dir + "/" + de->d_name);
   }
-  closedir(d);
 }
 
 }  // namespace
@@ -164,15 +163,14 @@ void collect_stale(const std::string& dir) {
 void registry_collect_sockets() noexcept {
   // Mapping sockets are named m<pid>-<instance>: those of dead processes go.
   try {
-    DIR* d = opendir(cfg().run_dir.c_str());
+    dir_ptr d{opendir(cfg().run_dir.c_str())};
     if (!d) return;
-    while (dirent* de = readdir(d)) {
+    while (dirent* de = readdir(d.get())) {
       unsigned pid = 0;
       if (de->d_name[0] != 'm' || sscanf(de->d_name + 1, "%u-", &pid) != 1 || pid == 0) continue;
       if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
         unlink((cfg().run_dir + "/" + de->d_name).c_str());
     }
-    closedir(d);
   } catch (...) {
     // Nothing collected this time.
   }

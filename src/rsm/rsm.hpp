@@ -3,6 +3,7 @@
 // (Debian's /usr/include/rdma headers, libfabric.so.1 by SONAME). Nothing here
 // reaches into weft's own sources; the same library runs over Debian's
 // libfabric or weft's. The design is in docs/rsm.md.
+#include <dirent.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -47,6 +48,12 @@ inline int enum_value(const E& e) noexcept {
   memcpy(&v, &e, sizeof v);
   return v;
 }
+
+// A directory stream that is closed however the scope is left.
+struct dir_closer {
+  void operator()(DIR* d) const noexcept { closedir(d); }
+};
+using dir_ptr = std::unique_ptr<DIR, dir_closer>;
 
 // Reads a whole file; false if it cannot be opened. Unlike iostreams, an
 // allocation failure throws (and becomes RSMERR_INSUFFICIENT_MEM) instead of

@@ -626,9 +626,10 @@ void drain_pushes(controller* c, import_seg* im, int wait_ms) {
       continue;
     }
     if (n <= 0) {
-      // The exporter closed it: the connection is going away.
+      // The exporter closes this socket only when it cuts the connection
+      // (or dies): the control message saying so may still be on its way.
       if (fd >= 0) close(fd);
-      import_revoke_mapping(im);
+      import_abort(im, RSMERR_CONN_ABORTED);
       return;
     }
     proto::reader r(buf, static_cast<size_t>(n));

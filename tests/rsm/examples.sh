@@ -13,8 +13,11 @@ cleanup() {
 }
 trap cleanup EXIT
 CC=${CC:-cc}
+# A sanitizer build's libweft_rsm needs the sanitizer runtime loaded first:
+# such builds pass its flags in SANITIZE (empty otherwise).
 for p in rsm_exporter rsm_importer; do
-  "$CC" -Wall -Wextra -Werror "$S/examples/rsm/$p.c" -I "$B/include" -L "$B/lib" -lweft_rsm -o "$T/$p"
+  "$CC" -Wall -Wextra -Werror ${SANITIZE:+-fsanitize=$SANITIZE} "$S/examples/rsm/$p.c" \
+    -I "$B/include" -L "$B/lib" -lweft_rsm -o "$T/$p" 2> >(grep -v "libasan.*dangerous" >&2)
 done
 if [ "$which" = weft ]; then
   export LD_LIBRARY_PATH=$B/lib          # weft's libfabric.so.1 lies beside libweft_rsm

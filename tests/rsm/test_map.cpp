@@ -63,6 +63,9 @@ RSM_CHILD(map_exporter) {
   REQ(check_pattern(m2 + 12288, 4096, 7));                  // its store after the rebind landed here
   REQ(memcmp(m1 + 12288, want.data() + 12288, 4096) == 0);  // and not in the old memory
   // Unpublish: the mapping is revoked.
+  // Marks the importer's loads can tell from revoked (zero) pages.
+  m2[0] = 0xaa;
+  m2[seg_size - 1] = 0xaa;
   REQ_EQ(rsm_memseg_export_unpublish(ex), RSM_SUCCESS);
   set_step(6, 1);
   wait_step(7, 1);
@@ -141,7 +144,9 @@ RSM_CHILD(map_importer) {
   wait_step(6, 1);
   // Unpublished: the connection is cut and the mapping no longer reaches the
   // exporter (zero pages: loads read zeros, stores go nowhere).
-  for (int i = 0; i < 5000 && p[0] != 0; i++) usleep(1000);
+  // (The exporter set both ends to 0xaa just before it unpublished; the
+  // connection is marked aborted before the mapping is replaced.)
+  for (int i = 0; i < 10000 && (p[0] != 0 || p[seg_size - 1] != 0); i++) usleep(1000);
   REQ_EQ(p[0], 0);
   REQ_EQ(p[seg_size - 1], 0);
   memset(p + 16384, 0xee, 4096);
