@@ -140,20 +140,20 @@ void forget_killed(pid_t pid) {
 void fail(const char* file, int line, const std::string& what) {
   fprintf(stderr, "[actor %d] %s:%d: %s\n", static_cast<int>(getpid()), file, line, what.c_str());
   fflush(stderr);
-  _exit(1);
+  exit(1);  // not _exit: the library closes its endpoints (providers clean up) at exit
 }
 
 void skip(const std::string& why) {
   snprintf(sh->text, sizeof sh->text, "%s", why.c_str());
   sh->skip.store(1);
-  _exit(77);
+  exit(77);
 }
 
 void wait_step(int i, int v, int timeout_ms) {
   timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   while (sh->step[i].load() < v) {
-    if (sh->skip.load()) _exit(77);  // another actor found the test cannot run here
+    if (sh->skip.load()) exit(77);  // another actor found the test cannot run here
     clock_gettime(CLOCK_MONOTONIC, &t);
     if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 > timeout_ms)
       fail(__FILE__, __LINE__,
