@@ -202,8 +202,10 @@ const node_entry* config::find(rsm_node_id_t id) const noexcept {
 }
 
 const config& cfg() {
-  static const config c = load();
-  return c;
+  // Never destroyed: the library's at-exit cleanup still reads it after
+  // function-local statics would have gone.
+  static const config* c = new config(load());
+  return *c;
 }
 
 }  // namespace weft::rsm

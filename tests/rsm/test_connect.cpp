@@ -130,3 +130,33 @@ TEST(RsmConnect, SilentExporterAndLimits) {
       60, spawn("silent_exporter"),
       spawn("hopeful_importer", {}, {"WEFT_RSM_CONNECT_TIMEOUT_MS=400", "WEFT_RSM_MAX_IMPORT_SEGMENTS=1"}));
 }
+
+// A malformed node table is RSMERR_BAD_CONF for every controller and for the
+// topology; a table that names none of this host's addresses leaves tcp
+// without a local node (RSMERR_CTLR_NOT_PRESENT) while shm still works.
+RSM_CHILD(bad_table) {
+  rsmapi_controller_handle_t c = nullptr;
+  rsm_topology_t* t = nullptr;
+  REQ_EQ(rsm_get_controller(const_cast<char*>("shm"), &c), RSMERR_BAD_CONF);
+  REQ_EQ(rsm_get_controller(const_cast<char*>("tcp"), &c), RSMERR_BAD_CONF);
+  REQ_EQ(rsm_get_interconnect_topology(&t), RSMERR_BAD_CONF);
+  return 0;
+}
+
+RSM_CHILD(foreign_table) {
+  rsmapi_controller_handle_t c = nullptr;
+  REQ_EQ(rsm_get_controller(const_cast<char*>("tcp"), &c), RSMERR_CTLR_NOT_PRESENT);
+  REQ_EQ(rsm_get_controller(const_cast<char*>("shm"), &c), RSM_SUCCESS);
+  REQ_EQ(rsm_release_controller(c), RSM_SUCCESS);
+  return 0;
+}
+
+TEST(RsmConnect, NodeTable) {
+  new_shared();
+  RUN_ACTORS(60, spawn("bad_table", {}, {"WEFT_RSM_NODES=1=10.0.0.1 two=10.0.0.2"}),
+             spawn("bad_table", {}, {"WEFT_RSM_NODES=1=10.0.0.1 1=10.0.0.2"}),
+             spawn("bad_table", {}, {"WEFT_RSM_NODES=1=10.0.0.1:99999"}),
+             spawn("bad_table", {}, {"WEFT_RSM_CONFIG=/nonexistent/rsm.conf"}),
+             spawn("bad_table", {}, {"WEFT_RSM_NODE_ID=zero"}),
+             spawn("foreign_table", {}, {"WEFT_RSM_NODES=5=192.0.2.55 6=192.0.2.56"}));
+}
