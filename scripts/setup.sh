@@ -3,7 +3,7 @@
 # Idempotent: skips apt when everything is already present.
 set -euo pipefail
 pkgs=(build-essential cmake g++ pkg-config libfabric-dev libfabric-bin libfabric1
-      googletest libgtest-dev ucx-utils libucx-dev gnuplot-nox man-db)
+      googletest libgtest-dev ucx-utils libucx-dev gnuplot-nox man-db iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

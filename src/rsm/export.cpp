@@ -310,7 +310,7 @@ export_seg::~export_seg() {
 }
 
 int export_perm_allowed(const export_seg* s, rsm_node_id_t node, uint32_t uid, uint32_t gid,
-                        rsm_permission_t want, uint32_t, uint32_t) noexcept {
+                        rsm_permission_t want) noexcept {
   if (want & ~static_cast<rsm_permission_t>(RSM_PERM_RDWR)) return RSMERR_PERM_DENIED;
   rsm_permission_t have = 0;
   int r = granted(s, node, uid, gid, &have);
@@ -510,8 +510,7 @@ RSM_API int rsm_memseg_export_republish(rsm_memseg_export_handle_t memseg,
     // at once, and the keys it knew are replaced for everyone else.
     std::vector<conn*> cut;
     for (auto& [id, cn] : s->conns)
-      if (export_perm_allowed(s, cn->node, cn->uid, cn->gid, cn->perm, 0, 0) != RSM_SUCCESS)
-        cut.push_back(cn);
+      if (export_perm_allowed(s, cn->node, cn->uid, cn->gid, cn->perm) != RSM_SUCCESS) cut.push_back(cn);
     bool lost[3] = {false, false, false};
     for (conn* cn : cut) {
       if (int l = level_of(cn->perm); l >= 0) lost[l] = true;

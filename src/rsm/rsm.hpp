@@ -376,7 +376,6 @@ uint64_t process_start_time(uint32_t pid) noexcept;
 int service_start(controller* c);
 void service_stop(controller* c) noexcept;
 void service_wake(controller* c) noexcept;
-struct outmsg;
 // Queue a control message to a peer (any thread).
 void service_send(controller* c, peer* p, std::vector<uint8_t>&& bytes);
 // Has the service thread hold the directory port while something is published.
@@ -384,8 +383,10 @@ void service_directory_update(controller* c) noexcept;
 
 // Export side helpers used by the service thread (under ctl_mtx).
 void export_cut(conn* cn, int reason) noexcept;  // tells the importer, forgets the connection
+// RSM_SUCCESS, SEG_NOT_PUBLISHED_TO_NODE or PERM_DENIED for an importer of node
+// `node` announcing uid/gid that asks for `want`.
 int export_perm_allowed(const export_seg* s, rsm_node_id_t node, uint32_t uid, uint32_t gid,
-                        rsm_permission_t want, uint32_t exporter_uid, uint32_t exporter_gid) noexcept;
+                        rsm_permission_t want) noexcept;
 int export_ensure_mr(export_seg* s, binding* b, int level) noexcept;
 int export_open_backing_for(const binding* b, rsm_permission_t perm) noexcept;  // an fd to send, or -1
 

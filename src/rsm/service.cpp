@@ -117,7 +117,7 @@ void on_connect_req(controller* c, uint64_t sender, proto::reader& r) {
     status = RSMERR_SEG_NOT_PUBLISHED;
   } else {
     s = it->second;
-    status = export_perm_allowed(s, node, uid, gid, perm, geteuid(), getegid());
+    status = export_perm_allowed(s, node, uid, gid, perm);
   }
   int level = level_of(perm);
   if (!status && level >= 0) status = export_ensure_mr(s, s->bind.get(), level);
