@@ -424,10 +424,7 @@ RSM_API int rsm_memseg_export_destroy(rsm_memseg_export_handle_t memseg) {
     std::unique_lock<std::mutex> lk;
     int r = lookup(memseg, &c, &s, &lk);
     if (r) return r;
-    {
-      std::lock_guard<std::mutex> sl(s->sig->mtx);
-      if (s->sig->pollfd_refs > 0) return RSMERR_POLLFD_IN_USE;
-    }
+    if (s->sig->pollfd_held()) return RSMERR_POLLFD_IN_USE;
     if (s->published) unpublish_locked(c, s);
     handle_remove(s->handle);
     c->export_count--;
@@ -486,10 +483,7 @@ RSM_API int rsm_memseg_export_unpublish(rsm_memseg_export_handle_t memseg) {
     int r = lookup(memseg, &c, &s, &lk);
     if (r) return r;
     if (!s->published) return RSMERR_SEG_NOT_PUBLISHED;
-    {
-      std::lock_guard<std::mutex> sl(s->sig->mtx);
-      if (s->sig->pollfd_refs > 0) return RSMERR_POLLFD_IN_USE;
-    }
+    if (s->sig->pollfd_held()) return RSMERR_POLLFD_IN_USE;
     unpublish_locked(c, s);
     return RSM_SUCCESS;
   });

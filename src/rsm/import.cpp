@@ -428,10 +428,7 @@ RSM_API int rsm_memseg_import_disconnect(rsm_memseg_import_handle_t im_memseg) {
         std::lock_guard<std::mutex> ml(im->map_mtx);
         if (im->map_addr) return RSMERR_SEG_STILL_MAPPED;
       }
-      {
-        std::lock_guard<std::mutex> sl(im->sig->mtx);
-        if (im->sig->pollfd_refs > 0) return RSMERR_POLLFD_IN_USE;
-      }
+      if (im->sig->pollfd_held()) return RSMERR_POLLFD_IN_USE;
       handle_remove(im->handle);  // no transfer can start on it any more
     }
     {

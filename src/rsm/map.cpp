@@ -228,10 +228,7 @@ RSM_API int rsm_memseg_import_unmap(rsm_memseg_import_handle_t h) {
     if (int r = import_lookup(h, &im, &c)) return r;
     std::lock_guard<std::mutex> dl(c->data_mtx);
     if (!handle_get(hval(h), kind::importer, nullptr, nullptr)) return RSMERR_BAD_SEG_HNDL;
-    {
-      std::lock_guard<std::mutex> sl(im->sig->mtx);
-      if (im->sig->pollfd_refs > 0) return RSMERR_POLLFD_IN_USE;
-    }
+    if (im->sig->pollfd_held()) return RSMERR_POLLFD_IN_USE;
     std::lock_guard<std::mutex> l(c->ctl_mtx);
     std::lock_guard<std::mutex> ml(im->map_mtx);
     if (!im->map_addr) return RSMERR_SEG_NOT_MAPPED;

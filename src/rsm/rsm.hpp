@@ -146,8 +146,9 @@ struct sigstate {
   sigstate();
   ~sigstate();
   void post(bool no_accumulate) noexcept;
-  void wake_all() noexcept;  // connection gone
-  bool consume() noexcept;   // takes one event if any
+  void wake_all() noexcept;     // connection gone
+  bool consume() noexcept;      // takes one event if any
+  bool pollfd_held() noexcept;  // someone holds the poll fd (RSMERR_POLLFD_IN_USE)
 };
 
 // ------------------------------------------------------------------ peers

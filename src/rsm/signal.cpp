@@ -53,6 +53,11 @@ bool sigstate::consume() noexcept {
   return true;
 }
 
+bool sigstate::pollfd_held() noexcept {
+  std::lock_guard<std::mutex> l(mtx);
+  return pollfd_refs > 0;
+}
+
 namespace {
 
 std::mutex table_mtx;

@@ -208,6 +208,20 @@ void fill_pattern(void* p, size_t n, uint32_t seed) {
   }
 }
 
+rsm_memseg_export_handle_t export_one(rsmapi_controller_handle_t ctl, void** mem, size_t size, uint32_t seed,
+                                      int slot, rsmapi_access_entry_t* acl, uint_t nacl, bool shareable,
+                                      uint_t flags) {
+  *mem = alloc_pages(size, shareable);
+  fill_pattern(*mem, size, seed);
+  rsm_memseg_export_handle_t ex = nullptr;
+  REQ_EQ(rsm_memseg_export_create(ctl, &ex, *mem, size, flags), RSM_SUCCESS);
+  rsm_memseg_id_t id = 0;
+  REQ_EQ(rsm_memseg_export_publish(ex, &id, acl, nacl), RSM_SUCCESS);
+  REQ(id >= RSM_SYSTEM_ID_BASE);
+  sh->u32[slot].store(id);
+  return ex;
+}
+
 bool check_pattern(const void* p, size_t n, uint32_t seed) {
   std::vector<uint8_t> want(n);
   fill_pattern(want.data(), n, seed);

@@ -87,6 +87,11 @@ rsmapi_controller_handle_t open_ctl(const char* name = nullptr);  // default: $R
 const char* ctl_name();
 uint32_t local_node();  // from the topology
 void fill_pattern(void* p, size_t n, uint32_t seed);
+// Creates and publishes (system id) a segment of `size` bytes filled with
+// pattern `seed`; the id goes to sh->u32[slot].
+rsm_memseg_export_handle_t export_one(rsmapi_controller_handle_t ctl, void** mem, size_t size, uint32_t seed,
+                                      int slot, rsmapi_access_entry_t* acl = nullptr, uint_t nacl = 0,
+                                      bool shareable = false, uint_t flags = 0);
 bool check_pattern(const void* p, size_t n, uint32_t seed);
 
 }  // namespace rsmt

@@ -22,12 +22,8 @@ double seconds() {
 
 RSM_CHILD(doomed_exporter) {
   auto ctl = open_ctl();
-  void* mem = alloc_pages(8192, false);
-  rsm_memseg_export_handle_t ex;
-  REQ_EQ(rsm_memseg_export_create(ctl, &ex, mem, 8192, 0), RSM_SUCCESS);
-  rsm_memseg_id_t id = 0;
-  REQ_EQ(rsm_memseg_export_publish(ex, &id, nullptr, 0), RSM_SUCCESS);
-  sh->u32[0] = id;
+  void* mem;
+  export_one(ctl, &mem, 8192, 1, 0);
   sh->u32[1] = static_cast<uint32_t>(getpid());
   set_step(0, 1);
   sleep(60);  // killed long before
@@ -90,17 +86,9 @@ TEST(RsmAbort, ExporterKilled) {
 
 RSM_CHILD(cut_exporter) {
   auto ctl = open_ctl();
-  void* m1 = alloc_pages(8192, false);
-  void* m2 = alloc_pages(8192, false);
-  fill_pattern(m2, 8192, 3);
-  rsm_memseg_export_handle_t e1, e2;
-  REQ_EQ(rsm_memseg_export_create(ctl, &e1, m1, 8192, 0), RSM_SUCCESS);
-  REQ_EQ(rsm_memseg_export_create(ctl, &e2, m2, 8192, 0), RSM_SUCCESS);
-  rsm_memseg_id_t id1 = 0, id2 = 0;
-  REQ_EQ(rsm_memseg_export_publish(e1, &id1, nullptr, 0), RSM_SUCCESS);
-  REQ_EQ(rsm_memseg_export_publish(e2, &id2, nullptr, 0), RSM_SUCCESS);
-  sh->u32[0] = id1;
-  sh->u32[1] = id2;
+  void *m1, *m2;
+  rsm_memseg_export_handle_t e1 = export_one(ctl, &m1, 8192, 1, 0);
+  rsm_memseg_export_handle_t e2 = export_one(ctl, &m2, 8192, 3, 1);
   set_step(0, 1);
   wait_step(1, 1);
   // Node 1 keeps read permission only: the read/write connection is cut, the

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "harness.hpp"
+#include "raw_ep.hpp"
 
 using namespace rsmt;
 
@@ -42,31 +43,8 @@ unsigned long long start_time_of_self() {
 // A process with a service address and a registry entry for segment
 // 0x600300 that reads nothing and answers nothing.
 RSM_CHILD(silent_exporter) {
-  fi_info* hints = fi_allocinfo();
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_MSG;
-  hints->fabric_attr->prov_name = strdup("shm");
-  fi_info* info = nullptr;
-  REQ_EQ(fi_getinfo(FI_VERSION(1, 11), nullptr, nullptr, 0, hints, &info), 0);
-  fi_freeinfo(hints);
-  fid_fabric* fab;
-  fid_domain* dom;
-  fid_av* av;
-  fid_cq* cq;
-  fid_ep* ep;
-  fi_av_attr aa{};
-  fi_cq_attr ca{};
-  REQ_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
-  REQ_EQ(fi_domain(fab, info, &dom, nullptr), 0);
-  REQ_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
-  REQ_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
-  REQ_EQ(fi_endpoint(dom, info, &ep, nullptr), 0);
-  REQ_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-  REQ_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-  REQ_EQ(fi_enable(ep), 0);
-  uint8_t addr[512];
-  size_t len = sizeof addr;
-  REQ_EQ(fi_getname(&ep->fid, addr, &len), 0);
+  raw_ep r;
+  r.open("shm", nullptr, FI_MSG);
   // The registry entry, as the library writes it (see src/rsm/registry.cpp).
   std::string dir = std::string(getenv("WEFT_RSM_RUNDIR")) + "/shm";
   mkdir(dir.c_str(), 0700);
@@ -74,17 +52,12 @@ RSM_CHILD(silent_exporter) {
   mkdir(dir.c_str(), 0700);
   FILE* f = fopen((dir + "/00600300").c_str(), "w");
   fprintf(f, "%llx %u %llu ", 0x51e27ull, static_cast<unsigned>(getpid()), start_time_of_self());
-  for (size_t i = 0; i < len; i++) fprintf(f, "%02x", addr[i]);
+  for (uint8_t b : r.addr) fprintf(f, "%02x", b);
   fprintf(f, "\n");
   fclose(f);
   set_step(0, 1);
   wait_step(1, 1, 60000);
-  fi_close(&ep->fid);
-  fi_close(&cq->fid);
-  fi_close(&av->fid);
-  fi_close(&dom->fid);
-  fi_close(&fab->fid);
-  fi_freeinfo(info);
+  r.close_all();
   return 0;
 }
 

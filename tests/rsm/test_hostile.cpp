@@ -22,6 +22,7 @@
 
 #include "harness.hpp"
 #include "proto.hpp"
+#include "raw_ep.hpp"
 
 using namespace rsmt;
 namespace proto = weft::rsm::proto;
@@ -30,50 +31,8 @@ namespace {
 
 constexpr size_t seg_size = 64 * 1024;
 
-struct raw_ep {
-  fi_info* info = nullptr;
-  fid_fabric* fabric = nullptr;
-  fid_domain* domain = nullptr;
-  fid_av* av = nullptr;
-  fid_cq* cq = nullptr;
-  fid_ep* ep = nullptr;
-  std::vector<uint8_t> addr;
-  bool virt_addr = false;
-
-  void open(const char* prov, const char* node) {
-    fi_info* hints = fi_allocinfo();
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE;
-    hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
-    hints->fabric_attr->prov_name = strdup(prov);
-    REQ_EQ(fi_getinfo(FI_VERSION(1, 11), node, nullptr, node ? FI_SOURCE : 0, hints, &info), 0);
-    fi_freeinfo(hints);
-    virt_addr = info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
-    REQ_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
-    REQ_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
-    fi_av_attr aa{};
-    REQ_EQ(fi_av_open(domain, &aa, &av, nullptr), 0);
-    fi_cq_attr ca{};
-    ca.format = FI_CQ_FORMAT_MSG;
-    REQ_EQ(fi_cq_open(domain, &ca, &cq, nullptr), 0);
-    REQ_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
-    REQ_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-    REQ_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    REQ_EQ(fi_enable(ep), 0);
-    uint8_t a[512];
-    size_t len = sizeof a;
-    REQ_EQ(fi_getname(&ep->fid, a, &len), 0);
-    addr.assign(a, a + len);
-  }
-  void close_all() {
-    fi_close(&ep->fid);
-    fi_close(&cq->fid);
-    fi_close(&av->fid);
-    fi_close(&domain->fid);
-    fi_close(&fabric->fid);
-    fi_freeinfo(info);
-  }
+// The hostile importer's endpoint: a plain one plus its control messages.
+struct hostile_ep : raw_ep {
   // Receive buffers; incoming messages are queued while waiting for the
   // completion of our own operations.
   struct rxb {
@@ -203,9 +162,10 @@ RSM_CHILD(hostile_importer) {
   wait_step(0, 1);
   uint32_t node = local_node();
   entry e = read_registry(prov, sh->u32[3], sh->u32[0]);
-  raw_ep r;
+  hostile_ep r;
   const char* bind_ip = tcp ? getenv("RSMT_NODE_IP") : nullptr;
-  r.open(prov, tcp ? (bind_ip ? bind_ip : "127.0.0.1") : nullptr);
+  r.open(prov, tcp ? (bind_ip ? bind_ip : "127.0.0.1") : nullptr,
+         FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE);
   fi_addr_t fa;
   REQ_EQ(fi_av_insert(r.av, e.addr.data(), 1, &fa, 0, nullptr), 1);
   uint64_t me = 0x5eed5eed5eed5eedull;

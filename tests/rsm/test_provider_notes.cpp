@@ -10,52 +10,11 @@
 #include <time.h>
 
 #include "harness.hpp"
+#include "raw_ep.hpp"
 
 using namespace rsmt;
 
 namespace {
-
-struct shm_ep {
-  fi_info* info = nullptr;
-  fid_fabric* fab = nullptr;
-  fid_domain* dom = nullptr;
-  fid_av* av = nullptr;
-  fid_cq* cq = nullptr;
-  fid_ep* ep = nullptr;
-  int cq_open = 0;
-  void open(fi_wait_obj wait) {
-    fi_info* h = fi_allocinfo();
-    h->ep_attr->type = FI_EP_RDM;
-    h->caps = FI_MSG;
-    h->fabric_attr->prov_name = strdup("shm");
-    REQ_EQ(fi_getinfo(FI_VERSION(1, 11), nullptr, nullptr, 0, h, &info), 0);
-    fi_freeinfo(h);
-    REQ_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
-    REQ_EQ(fi_domain(fab, info, &dom, nullptr), 0);
-    fi_av_attr aa{};
-    REQ_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
-    fi_cq_attr ca{};
-    ca.format = FI_CQ_FORMAT_CONTEXT;
-    ca.wait_obj = wait;
-    cq_open = fi_cq_open(dom, &ca, &cq, nullptr);
-    if (cq_open) {
-      ca.wait_obj = FI_WAIT_NONE;
-      REQ_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
-    }
-    REQ_EQ(fi_endpoint(dom, info, &ep, nullptr), 0);
-    REQ_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-    REQ_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    REQ_EQ(fi_enable(ep), 0);
-  }
-  void close_all() {
-    fi_close(&ep->fid);
-    fi_close(&cq->fid);
-    fi_close(&av->fid);
-    fi_close(&dom->fid);
-    fi_close(&fab->fid);
-    fi_freeinfo(info);
-  }
-};
 
 double seconds() {
   timespec t;
@@ -68,21 +27,18 @@ double seconds() {
 // The receiver: a CQ with an FD wait object; after fi_trywait says it may
 // block, it sleeps on the fd while another process sends.
 RSM_CHILD(waitfd_receiver) {
-  shm_ep r;
-  r.open(FI_WAIT_FD);
-  if (r.cq_open) skip("the shm provider offers no FD wait object on its CQs");
-  uint8_t addr[256];
-  size_t len = sizeof addr;
-  REQ_EQ(fi_getname(&r.ep->fid, addr, &len), 0);
-  memcpy(sh->text, addr, len);
-  sh->u32[0] = static_cast<uint32_t>(len);
+  raw_ep r;
+  r.open("shm", nullptr, FI_MSG, FI_WAIT_FD, FI_CQ_FORMAT_CONTEXT);
+  if (r.cq_wait_result) skip("the shm provider offers no FD wait object on its CQs");
+  memcpy(sh->text, r.addr.data(), r.addr.size());
+  sh->u32[0] = static_cast<uint32_t>(r.addr.size());
   char buf[64];
   fi_context2 ctx;
   REQ_EQ(fi_recv(r.ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, &ctx), 0);
   int fd = -1;
   REQ_EQ(fi_control(&r.cq->fid, FI_GETWAIT, &fd), 0);
   fid* f = &r.cq->fid;
-  int tw = fi_trywait(r.fab, &f, 1);
+  int tw = fi_trywait(r.fabric, &f, 1);
   set_step(0, 1);  // the sender sends now
   pollfd pf{fd, POLLIN, 0};
   double t0 = seconds();
@@ -102,8 +58,8 @@ RSM_CHILD(waitfd_receiver) {
 }
 
 RSM_CHILD(waitfd_sender) {
-  shm_ep s;
-  s.open(FI_WAIT_NONE);
+  raw_ep s;
+  s.open("shm", nullptr, FI_MSG, FI_WAIT_NONE, FI_CQ_FORMAT_CONTEXT);
   wait_step(0, 1);
   fi_addr_t fa;
   REQ_EQ(fi_av_insert(s.av, sh->text, 1, &fa, 0, nullptr), 1);

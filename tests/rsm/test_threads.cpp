@@ -18,12 +18,9 @@ constexpr int rounds = 40;
 
 RSM_CHILD(mt_exporter) {
   auto ctl = open_ctl();
-  auto* mem = static_cast<uint8_t*>(alloc_pages(seg_size, false));
-  rsm_memseg_export_handle_t ex;
-  REQ_EQ(rsm_memseg_export_create(ctl, &ex, mem, seg_size, 0), RSM_SUCCESS);
-  rsm_memseg_id_t id = 0;
-  REQ_EQ(rsm_memseg_export_publish(ex, &id, nullptr, 0), RSM_SUCCESS);
-  sh->u32[0] = id;
+  void* m;
+  rsm_memseg_export_handle_t ex = export_one(ctl, &m, seg_size, 0, 0);
+  auto* mem = static_cast<uint8_t*>(m);
   set_step(0, 1);
   // Answer each of the importer's signals with one of ours.
   for (int i = 0; i < rounds; i++) {

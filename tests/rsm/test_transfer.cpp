@@ -15,22 +15,6 @@ namespace {
 
 constexpr size_t seg_size = 64 * 1024;
 
-// Creates and publishes a segment of `size` bytes filled with pattern `seed`;
-// the id goes to sh->u32[slot].
-rsm_memseg_export_handle_t export_one(rsmapi_controller_handle_t ctl, void** mem, size_t size, uint32_t seed,
-                                      int slot, rsmapi_access_entry_t* acl = nullptr, uint_t nacl = 0,
-                                      bool shareable = false, uint_t flags = 0) {
-  *mem = alloc_pages(size, shareable);
-  fill_pattern(*mem, size, seed);
-  rsm_memseg_export_handle_t ex = nullptr;
-  REQ_EQ(rsm_memseg_export_create(ctl, &ex, *mem, size, flags), RSM_SUCCESS);
-  rsm_memseg_id_t id = 0;
-  REQ_EQ(rsm_memseg_export_publish(ex, &id, acl, nacl), RSM_SUCCESS);
-  REQ(id >= RSM_SYSTEM_ID_BASE);
-  sh->u32[slot].store(id);
-  return ex;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- get/put 8..64
