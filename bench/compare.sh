@@ -570,5 +570,15 @@ if [ "${UCP:-1}" != 0 ] && [ -e "$build/lib/libucp.so.0" ]; then
   bash "$root/bench/ucp_compare.sh" "$build" "${UCP_ROUNDS:-3}" | sed '1s/^# /## /' >>"$out/README.md" || note "ucp_compare.sh failed"
 fi
 
+# ---------------------------------------------------------------- RSM face
+# rsm-perf: RSM's put/get/map beside the fi_* operations it issues (docs/rsm.md).
+if [ -x "$build/bin/rsm-perf" ]; then
+  note "run: rsm-perf"
+  { for a in "--mem heap" "--mem memfd"; do LD_LIBRARY_PATH=$build/lib "$build/bin/rsm-perf" --cpus $cpu_a,$cpu_b $a; done
+    for c in shm tcp; do LD_LIBRARY_PATH=$build/lib/rsm-only "$build/bin/rsm-perf" --cpus $cpu_a,$cpu_b --ctl $c; done
+  } >"$out/rsm-perf.txt" 2>>"$log" || note "rsm-perf failed (see log.txt)"
+  printf '\n## RSM face (rsm-perf)\n\n```\n%s\n```\n' "$(cat "$out/rsm-perf.txt")" >>"$out/README.md"
+fi
+
 echo "compare: done in $(( $(date +%s) - started )) s: $out/README.md"
 cat "$out/README.md"
