@@ -5,18 +5,18 @@ set -euo pipefail
 build=${1:?build dir}
 command -v fi_pingpong >/dev/null || { echo "fi_pingpong missing: install libfabric-bin"; exit 1; }
 export LD_LIBRARY_PATH=$build/lib
+. "$(dirname "$0")/../lib/ports.sh"
 iters=${WEFT_PINGPONG_ITERS:-20}
 # weft's shm creates no file under /dev/shm (its regions are anonymous memfds).
 before=$(ls /dev/shm)
 pids=""
-port=$((20000 + RANDOM % 20000))
 fail=0
 for mode in msg tagged; do
   for sizes in all; do
-    port=$((port + 1))
+    port=$(free_tcp_port)
     timeout 120 fi_pingpong -p shm -e rdm -m "$mode" -I "$iters" -S "$sizes" -c -B "$port" >"/tmp/pp_srv.$$" 2>&1 &
     srv=$!
-    sleep 0.3
+    wait_listen "$port" "$srv"
     timeout 120 fi_pingpong -p shm -e rdm -m "$mode" -I "$iters" -S "$sizes" -c -P "$port" 127.0.0.1 >"/tmp/pp_cli.$$" 2>&1 &
     cli=$!
     sleep 0.1

@@ -6,15 +6,15 @@ set -euo pipefail
 build=${1:?build dir}
 command -v fi_pingpong >/dev/null || { echo "fi_pingpong missing: install libfabric-bin"; exit 1; }
 export LD_LIBRARY_PATH=$build/lib
+. "$(dirname "$0")/../lib/ports.sh"
 iters=${WEFT_PINGPONG_ITERS:-10}
-port=$((20000 + RANDOM % 20000))
 fail=0
 for ep in rdm msg; do
   for mode in msg tagged; do
-    port=$((port + 1))
+    port=$(free_tcp_port)
     timeout 120 fi_pingpong -p tcp -e "$ep" -m "$mode" -I "$iters" -S all -c -B "$port" >"/tmp/ppt_srv.$$" 2>&1 &
     srv=$!
-    sleep 0.3
+    wait_listen "$port" "$srv"
     if ! timeout 120 fi_pingpong -p tcp -e "$ep" -m "$mode" -I "$iters" -S all -c -P "$port" 127.0.0.1 \
       >"/tmp/ppt_cli.$$" 2>&1; then
       echo "client failed ($ep, $mode)"; cat "/tmp/ppt_cli.$$"; fail=1

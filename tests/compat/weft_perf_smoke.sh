@@ -22,6 +22,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # libfabric's shm names them "<pid>:...", weft's "weft_<n>_<pid>_<n>".
 remove_shm_of() { rm -f /dev/shm/"$1":* /dev/shm/*_"$1"_* /dev/shm/*_d"$1"_* 2>/dev/null; }
 pass() { echo "ok:   $*"; }
+. "$(dirname "$0")/../lib/ports.sh"
 
 # ---------------------------------------------------------------- which library
 lib_env=()
@@ -108,10 +109,10 @@ done
 elapsed_since() { echo $(( $(date +%s%N) / 1000000 - $1 )); }
 
 # 1. client/server: kill -9 the server in the middle of a long run.
-port=$(( 40000 + $$ % 20000 ))
+port=$(free_tcp_port)
 "${lib_env[@]}" "$perf" --server -P "$port" --no-pin >/dev/null 2>"$tmp/srv" &
 srv=$!
-sleep 0.5
+wait_listen "$port" "$srv"
 "${lib_env[@]}" "$perf" -p shm -t msg_bw -s 4K -n 1000000000 -P "$port" --no-pin 127.0.0.1 >/dev/null 2>"$tmp/cli" &
 cli=$!
 sleep 1.5

@@ -141,8 +141,8 @@ TEST(RsmApi, Topology) {
   ASSERT_EQ(shm->hdr.remote_cntlr_count, 1);  // shm reaches this node only
   EXPECT_EQ(shm->remote_cntlr[0].remote_nodeid, 1u);
   EXPECT_EQ(shm->remote_cntlr[0].connection_state, static_cast<uint_t>(RSM_CONNECTION_ACTIVE));
-  // tcp is listed exactly when its provider can open endpoints (Debian's can;
-  // weft's has no data path yet).
+  // tcp is listed exactly when its provider can open endpoints (weft's and
+  // Debian's both can).
   bool has_tcp = false;
   for (uint_t i = 0; i < t->topology_hdr.local_cntlr_count; i++)
     if (!strcmp(t->connections[i]->hdr.cntlr_name, "tcp0")) has_tcp = true;
@@ -150,9 +150,7 @@ TEST(RsmApi, Topology) {
   int r = rsm_get_controller(const_cast<char*>("tcp"), &tcp);
   EXPECT_EQ(has_tcp, r == RSM_SUCCESS);
   if (r == RSM_SUCCESS) rsm_release_controller(tcp);
-  if (lib() == "system") {
-    EXPECT_TRUE(has_tcp);
-  }
+  EXPECT_TRUE(has_tcp);
   rsm_free_interconnect_topology(t);
   rsm_free_interconnect_topology(nullptr);
 }
