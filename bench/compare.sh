@@ -195,6 +195,21 @@ for ((r = 1; r <= key_rounds; r++)); do
 done
 note "run: key metrics done ($(( $(date +%s) - started )) s)"
 
+# ---------------------------------------------------------------- tcp key metrics
+# 8 B latency, 64 KiB and 1 MiB bandwidth over loopback tcp: weft, Debian's
+# libfabric (tcp;ofi_rxm RDM and tcp MSG), UCX (UCX_TLS=tcp) and the
+# raw-socket floor, KEY_ROUNDS rounds (bench/tcp_targets.sh).
+tcp_table=$out/tcp_key.txt
+: >"$tcp_table"
+if [ "${weft_has[tcp]}" = 1 ] && [ -x "$build/bin/tcp-pingpong" ]; then
+  note "run: tcp key metrics, $key_rounds rounds"
+  RAW=$data/tcp_key.dat CPUS=$cpu_a,$cpu_b WEFT_LIB=$weft_lib \
+    bash "$root/bench/tcp_targets.sh" "$build" "$key_rounds" >"$tcp_table" 2>>"$log" ||
+    skip "tcp key metrics failed (see log.txt)"
+else
+  skip "tcp key metrics: weft's tcp or tcp-pingpong is missing"
+fi
+
 # ---------------------------------------------------------------- sweeps
 for prov in shm tcp; do
   if [ "${weft_has[$prov]}" = 1 ]; then
@@ -244,6 +259,11 @@ if which fi_pingpong >/dev/null; then
     run_pp pp_weft_shm shm "${weft_env[@]}"
   else
     : >"$data/pp_weft_shm_lat.dat"; skip "fi_pingpong over weft shm: weft has no shm endpoints yet"
+  fi
+  if [ -s "$data/wp_weft_tcp_lat.dat" ]; then
+    run_pp pp_weft_tcp tcp "${weft_env[@]}"
+  else
+    : >"$data/pp_weft_tcp_lat.dat"; skip "fi_pingpong over weft tcp: weft-perf over weft's tcp did not run"
   fi
 fi
 
@@ -442,6 +462,23 @@ key_runs_row() {  # label metric lib kind
   echo
   echo "</details>"
   echo
+  if [ -s "$tcp_table" ]; then
+    echo "## Key metrics over tcp (loopback)"
+    echo
+    echo "Medians over $key_rounds rounds; each round runs every program once per metric, the"
+    echo "order rotating. Latency: one-way µs of an 8-byte ping-pong; bandwidth: MB/s, window 64."
+    echo "floor: a raw TCP socket pair with nothing but the system calls (\`tcp-pingpong\`, the"
+    echo "best of its blocking, polling and epoll variants). weft and lf: weft-perf RDM"
+    echo "\`tagged_lat\`/\`tagged_bw\` over weft's tcp and over Debian's \`tcp;ofi_rxm\`;"
+    echo "weft_msg and lf_msg: MSG endpoints, \`msg_lat\`/\`msg_bw\`; ucx: \`ucx_perftest\`"
+    echo "\`tag_lat\`/\`tag_bw\` with \`UCX_TLS=tcp\`. The last column is weft RDM over the better"
+    echo "of lf, lf_msg and ucx in the same round (target: latency ≤ 0.8, bandwidth ≥ 1)."
+    echo
+    echo '```'
+    cat "$tcp_table"
+    echo '```'
+    echo
+  fi
   echo "## Machine"
   echo
   echo "- CPU: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)"
@@ -574,7 +611,7 @@ fi
 # rsm-perf: RSM's put/get/map beside the fi_* operations it issues (docs/rsm.md).
 if [ -x "$build/bin/rsm-perf" ]; then
   note "run: rsm-perf"
-  { for a in "--mem heap" "--mem memfd"; do LD_LIBRARY_PATH=$build/lib "$build/bin/rsm-perf" --cpus $cpu_a,$cpu_b $a; done
+  { for a in "--mem heap" "--mem memfd" "--ctl tcp"; do LD_LIBRARY_PATH=$build/lib "$build/bin/rsm-perf" --cpus $cpu_a,$cpu_b $a; done
     for c in shm tcp; do LD_LIBRARY_PATH=$build/lib/rsm-only "$build/bin/rsm-perf" --cpus $cpu_a,$cpu_b --ctl $c; done
   } >"$out/rsm-perf.txt" 2>>"$log" || note "rsm-perf failed (see log.txt)"
   printf '\n## RSM face (rsm-perf)\n\n```\n%s\n```\n' "$(cat "$out/rsm-perf.txt")" >>"$out/README.md"
