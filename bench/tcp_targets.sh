@@ -14,7 +14,7 @@
 # target ratio judged round by round: weft RDM over the better of libfabric
 # (either endpoint type) and UCX in the same round, and the median of those.
 # Units: latency one-way µs (medians of the runs); bandwidth MB/s (10^6
-# bytes/s; ucx_perftest's MiB/s converted).
+# bytes/s; ucx_perftest's MiB/s converted), window 64, one buffer (--reuse).
 set -uo pipefail
 build=$(cd "${1:-build}" && pwd)
 rounds=${2:-3}
@@ -35,10 +35,12 @@ put() { [ -n "$4" ] && echo "$1 $2 $3 $4" >>"$raw"; }
 # weft-perf, over weft (lib weft) or Debian's libfabric (lib lf): column 2 is
 # the latency median, 7 the mean bandwidth.
 wp() {  # metric lib round endpoint test size
-  local m=$1 lib=$2 r=$3 ep=$4 t=$5 s=$6 col=2 envs
-  [[ $t == *_bw ]] && col=7
+  local m=$1 lib=$2 r=$3 ep=$4 t=$5 s=$6 col=2 envs more=()
+  # bandwidth: one buffer for every message in flight, as ucx_perftest and
+  # tcp-pingpong send (weft-perf's default gives each its own)
+  [[ $t == *_bw ]] && col=7 more=(--reuse)
   if [ "$lib" = weft ]; then envs=(LD_LIBRARY_PATH="$weft_lib"); else envs=(-u LD_LIBRARY_PATH FI_LOG_LEVEL=warn); fi
-  put "$m" "$lib" "$r" "$(env "${envs[@]}" timeout 120 "$perf" -p tcp -e "$ep" -t "$t" -s "$s" --time 0.5 \
+  put "$m" "$lib" "$r" "$(env "${envs[@]}" timeout 120 "$perf" -p tcp -e "$ep" -t "$t" -s "$s" "${more[@]}" --time 0.5 \
     --cpus "$cpu_a,$cpu_b" --csv 2>/dev/null | awk -F, -v c="$col" 'NR == 2 {print $c}')"
 }
 ucx() {  # metric round test size iterations

@@ -44,7 +44,7 @@ namespace weft::tcp {
 inline constexpr size_t iov_max = 4;                      // iov_limit, rma_iov_limit
 inline constexpr size_t inject_max = 4096;                // fi_inject copies up to this
 inline constexpr uint64_t eager_max = uint64_t{64} << 10;  // larger messages: rendezvous
-inline constexpr uint64_t credit_window = uint64_t{1} << 20;  // eager bytes a peer may have in flight to us
+inline constexpr uint64_t credit_window = uint64_t{4} << 20;  // eager bytes a peer may have in flight to us
 inline constexpr size_t atomic_max_bytes = 4096;          // operand bytes of one atomic (per array)
 // Before a connection is up its credit is unknown: small messages go eager
 // up to this many bytes in all (every weft peer grants credit_window).
