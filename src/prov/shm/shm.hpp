@@ -468,6 +468,10 @@ inline fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept {
 peer* sender_of(ep& e, uint32_t slot) noexcept;
 cell* claim_to_slow(ep& e, peer& p) noexcept;  // p's queue was full: progress once, try again
 // Claims a cell of p's queue (nullptr: full even after progressing once).
+// It may progress the endpoint: a request for the cell is made after the
+// claim, never before (progress would see it half built: push_outgoing
+// streamed a fragment request whose first fragment had not gone yet, and
+// check_liveness may end requests to a peer that died).
 inline cell* claim_to(ep& e, peer& p) noexcept {
   cell* c = queue_claim(p.view());
   if (!c) [[unlikely]]
@@ -475,6 +479,9 @@ inline cell* claim_to(ep& e, peer& p) noexcept {
   c->h.src = static_cast<uint16_t>(p.slot);
   return c;
 }
+// Commits a claimed cell as a no-op: the operation it was claimed for could
+// not go after all (no memory for its request).
+void abandon_cell(peer& p, cell* c) noexcept;
 // Fills a claimed cell of p's queue from h and the payload, and commits it.
 void post_cell(peer& p, cell* c, const hdr_fields& h, const void* payload, size_t len) noexcept;
 // Sends one cell (header fields from h) to p, or keeps it in the backlog

@@ -41,18 +41,18 @@ ssize_t atomic(ep& e, const atomic_call& a) noexcept {
   if (!to.p) [[unlikely]]
     return unreachable(e, a.dest, to.why, a.context, cq_flags);
   peer& p = *to.p;
+  cell* c = claim_to(e, p);
+  if (!c) return -FI_EAGAIN;
   // An injected base atomic needs no answer; everything else waits for one.
   request* r = nullptr;
   if (!(a.flags & flag_no_cq) || a.form != atomic_form::base) {
     r = new_request(e, &p, req_kind::atomic, a.context, cq_flags, a.flags, bytes);
-    if (!r) return -FI_ENOMEM;
+    if (!r) {
+      abandon_cell(p, c);
+      return -FI_ENOMEM;
+    }
     for (size_t i = 0; i < a.res_count && a.form != atomic_form::base; ++i)
       r->iov[r->iov_count++] = {a.res[i].addr, a.res[i].count * a.size};
-  }
-  cell* c = claim_to(e, p);
-  if (!c) {
-    if (r) finish_request(e, r);
-    return -FI_EAGAIN;
   }
   c->h.opcode = op::atomic;
   c->h.atomic_op = static_cast<uint8_t>(a.op);

@@ -56,15 +56,13 @@ inline ssize_t send_inline(ep& e, peer& p, const iovec* iov, size_t count, size_
 
 ssize_t send_eager(ep& e, peer& p, const iovec* iov, size_t count, size_t len, const msg_head& m,
                    void* context, uint64_t flags, bool want_ack) noexcept {
-  request* r = nullptr;
-  if (want_ack) {
-    r = new_request(e, &p, req_kind::send, context, m.cq_flags, flags, len);
-    if (!r) return -FI_ENOMEM;
-  }
   cell* c = claim_to(e, p);
-  if (!c) [[unlikely]] {
-    if (r) finish_request(e, r);
+  if (!c) [[unlikely]]
     return -FI_EAGAIN;
+  request* r = nullptr;
+  if (want_ack && !(r = new_request(e, &p, req_kind::send, context, m.cq_flags, flags, len))) {
+    abandon_cell(p, c);
+    return -FI_ENOMEM;
   }
   c->h.opcode = op::msg;
   c->h.tag = m.tag;
@@ -87,18 +85,19 @@ ssize_t send_eager(ep& e, peer& p, const iovec* iov, size_t count, size_t len, c
 // receiver frees cells. The request completes with the receiver's ack.
 ssize_t send_frag(ep& e, peer& p, const iovec* iov, size_t count, size_t len, const msg_head& m,
                   void* context, uint64_t flags) noexcept {
+  cell* c = claim_to(e, p);
+  if (!c) return -FI_EAGAIN;
   request* r = new_request(e, &p, req_kind::send, context, m.cq_flags, flags, len);
-  if (!r) return -FI_ENOMEM;
-  try {
-    e.outgoing.push_back(r);  // before anything moves: nothing to undo but this
-  } catch (...) {
-    finish_request(e, r);
+  if (!r) {
+    abandon_cell(p, c);
     return -FI_ENOMEM;
   }
-  cell* c = claim_to(e, p);
-  if (!c) {
-    finish_request(e, r);  // also leaves `outgoing`
-    return -FI_EAGAIN;
+  try {
+    e.outgoing.push_back(r);
+  } catch (...) {
+    finish_request(e, r);
+    abandon_cell(p, c);
+    return -FI_ENOMEM;
   }
   for (size_t i = 0; i < count; ++i) r->iov[i] = iov[i];
   r->iov_count = count;
@@ -123,12 +122,12 @@ ssize_t send_frag(ep& e, peer& p, const iovec* iov, size_t count, size_t len, co
 // receive matched (asking us to push half of it, op::cts), then acks.
 ssize_t send_rndv(ep& e, peer& p, const iovec* iov, size_t count, size_t len, const msg_head& m,
                   void* context, uint64_t flags) noexcept {
-  request* r = new_request(e, &p, req_kind::send, context, m.cq_flags, flags, len);
-  if (!r) return -FI_ENOMEM;
   cell* c = claim_to(e, p);
-  if (!c) {
-    finish_request(e, r);
-    return -FI_EAGAIN;
+  if (!c) return -FI_EAGAIN;
+  request* r = new_request(e, &p, req_kind::send, context, m.cq_flags, flags, len);
+  if (!r) {
+    abandon_cell(p, c);
+    return -FI_ENOMEM;
   }
   rndv_desc d{};
   d.pid = self_pid();

@@ -168,6 +168,13 @@ cell* claim_to_slow(ep& e, peer& p) noexcept {
   return c;
 }
 
+void abandon_cell(peer& p, cell* c) noexcept {
+  c->h.opcode = op::nop;
+  c->h.flags = 0;
+  c->h.len = 0;
+  queue_commit(p.view(), c);
+}
+
 void post_cell(peer& p, cell* c, const hdr_fields& h, const void* payload, size_t len) noexcept {
   c->h.opcode = h.opcode;
   c->h.atomic_op = h.atomic_op;
