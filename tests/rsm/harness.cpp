@@ -2,6 +2,8 @@
 #include "harness.hpp"
 
 #include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -39,7 +41,26 @@ std::string lib() {
   return path.rfind("/usr/lib", 0) == 0 || path.rfind("/lib", 0) == 0 ? "system" : "weft";
 }
 
+// Debian's shm (1.17) names its regions /dev/shm/<pid>:<n>:<n> and leaves
+// them behind when a process dies without closing (other tests kill theirs,
+// or exit through paths that do not close). A later process that gets the
+// same pid then fails fi_enable with -FI_EBUSY. Regions of processes that
+// no longer exist are removed before each test.
+static void forget_dead_regions() {
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* de = readdir(d)) {
+      char* end = nullptr;
+      const long pid = strtol(de->d_name, &end, 10);
+      if (pid <= 0 || end == de->d_name || *end != ':') continue;
+      if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+      unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+  }
+}
+
 void new_shared() {
+  forget_dead_regions();
   if (sh) munmap(sh, sizeof(shared_page));
   if (shared_fd >= 0) close(shared_fd);
   shared_fd = memfd_create("rsmt", 0);  // inherited by the actors (no CLOEXEC)
