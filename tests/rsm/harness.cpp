@@ -44,19 +44,24 @@ std::string lib() {
 // Debian's shm (1.17) names its regions /dev/shm/<pid>:<n>:<n> and leaves
 // them behind when a process dies without closing (other tests kill theirs,
 // or exit through paths that do not close). A later process that gets the
-// same pid then fails fi_enable with -FI_EBUSY. Regions of processes that
-// no longer exist are removed before each test.
-static void forget_dead_regions() {
+// same pid then fails fi_enable with -FI_EBUSY. Removes the regions whose
+// pid `gone` says no longer runs.
+template <class F>
+static void forget_regions(F gone) {
   if (DIR* d = opendir("/dev/shm")) {
     while (dirent* de = readdir(d)) {
       char* end = nullptr;
       const long pid = strtol(de->d_name, &end, 10);
       if (pid <= 0 || end == de->d_name || *end != ':') continue;
-      if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-      unlinkat(dirfd(d), de->d_name, 0);
+      if (gone(static_cast<pid_t>(pid))) unlinkat(dirfd(d), de->d_name, 0);
     }
     closedir(d);
   }
+}
+
+// Before each test: the regions of every process that no longer exists.
+static void forget_dead_regions() {
+  forget_regions([](pid_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; });
 }
 
 void new_shared() {
@@ -149,13 +154,7 @@ int wait_all(std::vector<pid_t>& pids, int timeout_s, std::string* why) {
 }
 
 void forget_killed(pid_t pid) {
-  std::string prefix = std::to_string(pid) + ":";
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* de = readdir(d))
-      if (!strncmp(de->d_name, prefix.c_str(), prefix.size()))
-        unlink((std::string("/dev/shm/") + de->d_name).c_str());
-    closedir(d);
-  }
+  forget_regions([pid](pid_t p) { return p == pid; });
 }
 
 void fail(const char* file, int line, const std::string& what) {
