@@ -104,35 +104,36 @@ static double tsc_hz(void) {
 }
 
 /* Ping-pong in weft-perf's tagged_lat order (fi_tinject, post the next
- * receive, wait for the posted one; one TSC read per round trip): the same
+ * receive, wait for the posted one; one TSC read per round trip; the
+ * responder keeps the receives for the next two messages posted): the same
  * operations, so the two compare the face with the raw calls. */
 static void tag_lat(size_t size, long iters) {
   char* buf = calloc(1, size ? size : 1);
   char* rbuf = calloc(1, size ? size : 1);
   uint64_t* tsc = malloc(sizeof(uint64_t) * (size_t)(iters + 1));
-  long warm = iters / 10;
+  long warm = iters / 10, total = warm + iters; /* messages each way in the loop; one more follows */
   ucp_request_param_t p = {0};
   double hz = tsc_hz();
   barrier();
   ucp_tag_t in = is_child ? 1 : 2, out = is_child ? 2 : 1;
-  void* r = ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p);
-  for (long i = -warm; i < iters; i++) {
-    if (i >= 0) tsc[i] = __builtin_ia32_rdtsc();
+  void* r[2] = {ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p), NULL};
+  if (is_child) r[1] = ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p);
+  for (long k = 0; k < total; k++) {
+    if (k >= warm) tsc[k - warm] = __builtin_ia32_rdtsc();
     if (!is_child) {
       wait_req(ucp_tag_send_nbx(ep, buf, size, out, &p));
-      void* next = ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p);
-      wait_req(r);
-      r = next;
+      r[(k + 1) & 1] = ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p); /* reply k + 1 */
+      wait_req(r[k & 1]);
     } else {
-      wait_req(r);
+      wait_req(r[k & 1]);
       wait_req(ucp_tag_send_nbx(ep, buf, size, out, &p));
-      r = ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p);
+      r[k & 1] = k + 2 <= total ? ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p) : NULL; /* message k + 2 */
     }
   }
   tsc[iters] = __builtin_ia32_rdtsc();
   /* the last receive of each side matches a final message */
   wait_req(ucp_tag_send_nbx(ep, buf, size, out, &p));
-  wait_req(r);
+  wait_req(r[total & 1]);
   if (!is_child) {
     double* rtt = malloc(sizeof(double) * (size_t)iters);
     for (long i = 0; i < iters; i++) rtt[i] = (double)(tsc[i + 1] - tsc[i]) / hz;

@@ -175,10 +175,6 @@ void run_deferred(ucp_worker* w) noexcept {
   }
 }
 
-ucs_status_ptr_t req_return(request* r) noexcept {
-  return r->user();
-}
-
 ucs_status_ptr_t imm_complete(ucp_worker* w, const ucp_request_param_t* p, ucs_status_t st, uint8_t nbx_kind,
                               size_t length, const ucp_tag_recv_info_t* info) noexcept {
   if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_RECV_INFO)) {
@@ -282,7 +278,17 @@ UCP_EXPORT ucs_status_t ucp_stream_recv_request_test(void* req, size_t* length_p
 UCP_EXPORT void ucp_request_free(void* req) {
   if (!req || UCS_PTR_IS_ERR(req)) return;
   auto* r = request::of(req);
-  worker_guard g(r->w);
+  ucp_worker* w = r->w;
+  if (!w->mt && (r->flags & (RF_COMPLETED | RF_RELEASED | RF_EXTERNAL | RF_DEFERRED)) == RF_COMPLETED &&
+      !r->pending) [[likely]] {
+    // A completed pool request of a single-threaded worker: straight back.
+    r->flags = 0;
+    r->cbk = CB_NONE;
+    r->next_free = w->req_free;
+    w->req_free = r;
+    return;
+  }
+  worker_guard g(w);
   // Freeing an uncompleted request leaves the operation running; the request
   // returns to the pool when it completes.
   r->flags |= RF_RELEASED;

@@ -116,40 +116,54 @@ ucs_status_ptr_t tag_send(ucp_ep* ep, const void* buf, size_t count, ucp_tag_t t
   return req_return(r);
 }
 
+// The hot path of a tag receive: a contiguous receive (no datatype or a
+// contiguous one, no request or result pointers of the caller's) straight
+// into a request from the pool, whose context the provider holds. nullptr:
+// not taken (or the provider pushed back), the general path decides. The
+// caller holds the worker (its lock, or a single-threaded worker).
+[[gnu::always_inline]] inline request* tag_recv_hot(ucp_worker* w, void* buf, size_t count, ucp_tag_t tag,
+                                                     ucp_tag_t mask, const ucp_request_param_t* p) noexcept {
+  const uint32_t attrs = p ? p->op_attr_mask : 0;
+  if (attrs & (UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO)) return nullptr;
+  size_t len = count;
+  if (attrs & UCP_OP_ATTR_FIELD_DATATYPE) {
+    const ucp_datatype_t dt = p->datatype;
+    if ((dt & UCP_DATATYPE_CLASS_MASK) != UCP_DATATYPE_CONTIG ||
+        (dt >> UCP_DATATYPE_SHIFT) > SIZE_MAX / (count ? count : 1))
+      return nullptr;
+    len = (dt >> UCP_DATATYPE_SHIFT) * count;
+  }
+  if (!buf && len) return nullptr;
+  request* r = req_alloc(w);
+  if (!r) [[unlikely]]
+    return nullptr;
+  r->kind = RK_TAG_RECV;
+  if ((attrs & UCP_OP_ATTR_FIELD_CALLBACK) && p->cb.recv) {
+    r->cbk = CB_TAG_RECV_NBX;
+    r->cb = reinterpret_cast<void*>(p->cb.recv);
+  }
+  if (attrs & UCP_OP_ATTR_FIELD_USER_DATA) r->user_data = p->user_data;
+  r->ctx_type = OP_TRECV_REQ;
+  r->pending = 1;
+  if (fi_trecv(w->tp0->ep, buf, len, nullptr, FI_ADDR_UNSPEC, tag, ~mask, &r->fctx) == 0) [[likely]]
+    return r;
+  // back-pressure or an error: back to the pool
+  r->ctx_type = 0;
+  r->pending = 0;
+  r->flags |= RF_RELEASED | RF_COMPLETED;
+  req_maybe_release(r);
+  return nullptr;
+}
+
 ucs_status_ptr_t tag_recv(ucp_worker* w, void* buf, size_t count, ucp_tag_t tag, ucp_tag_t mask,
-                          const ucp_request_param_t* p, ucp_tag_recv_callback_t old_cb,
-                          op* claimed) noexcept {
+                          const ucp_request_param_t* p, ucp_tag_recv_callback_t old_cb, op* claimed,
+                          bool hot_tried = false) noexcept {
   if (!w) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   worker_guard g(w);
   ucp_datatype_t dt =
       (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
-  // Hot path: a contiguous receive into a request from the pool.
-  if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_CONTIG && !claimed && !old_cb &&
-      !(p && (p->op_attr_mask & (UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO)))) [[likely]] {
-    size_t len = (dt >> UCP_DATATYPE_SHIFT) * count;
-    if ((buf || !len) && (dt >> UCP_DATATYPE_SHIFT) <= SIZE_MAX / (count ? count : 1)) [[likely]] {
-      request* r = req_alloc(w);
-      if (r) [[likely]] {
-        r->kind = RK_TAG_RECV;
-        if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_CALLBACK) && p->cb.recv) {
-          r->cbk = CB_TAG_RECV_NBX;
-          r->cb = reinterpret_cast<void*>(p->cb.recv);
-        }
-        if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_USER_DATA)) r->user_data = p->user_data;
-        iface* tp = w->tp0;
-        r->ctx_type = OP_TRECV_REQ;
-        r->pending = 1;
-        ssize_t rc = fi_trecv(tp->ep, buf, len, nullptr, FI_ADDR_UNSPEC, tag, ~mask, &r->fctx);
-        if (rc == 0) [[likely]]
-          return req_return(r);
-        // back-pressure or an error: the general path below retries or reports
-        r->ctx_type = 0;
-        r->pending = 0;
-        r->flags |= RF_RELEASED | RF_COMPLETED;
-        req_maybe_release(r);
-      }
-    }
-  }
+  if (!claimed && !old_cb && !hot_tried)
+    if (request* r = tag_recv_hot(w, buf, count, tag, mask, p)) return req_return(r);
   dt_view v;
   if (!dt_describe(dt, buf, count, v, false)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   request* r = req_from_param(w, p);
@@ -252,6 +266,18 @@ using namespace wucp;
 
 UCP_EXPORT ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void* buffer, size_t count, ucp_tag_t tag,
                                              const ucp_request_param_t* param) {
+  // Hot path, before tag_send's frame is built: bytes (no datatype given) that
+  // the provider injects, on a connected endpoint of a single-threaded worker
+  // with nothing queued. Anything else, a failed inject included, takes the
+  // general path, which decides again.
+  if (ep && (!param || !(param->op_attr_mask & (UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL))))
+      [[likely]] {
+    if (!ep->w->mt && ep->state < EP_FAILED && ep->dest != FI_ADDR_UNSPEC && ep->pending.empty() &&
+        count <= ep->tp->d->inject && (buffer || !count)) [[likely]] {
+      if (fi_tinject(ep->tp->ep, buffer, count, ep->dest, tag) == 0) [[likely]]
+        return nullptr;
+    }
+  }
   return tag_send(ep, buffer, count, tag, param, false, nullptr);
 }
 
@@ -290,7 +316,9 @@ UCP_EXPORT ucs_status_t ucp_tag_send_nbr(ucp_ep_h ep, const void* buffer, size_t
 
 UCP_EXPORT ucs_status_ptr_t ucp_tag_recv_nbx(ucp_worker_h worker, void* buffer, size_t count, ucp_tag_t tag,
                                              ucp_tag_t tag_mask, const ucp_request_param_t* param) {
-  return tag_recv(worker, buffer, count, tag, tag_mask, param, nullptr, nullptr);
+  if (worker && !worker->mt) [[likely]]
+    if (request* r = tag_recv_hot(worker, buffer, count, tag, tag_mask, param)) return req_return(r);
+  return tag_recv(worker, buffer, count, tag, tag_mask, param, nullptr, nullptr, worker && !worker->mt);
 }
 
 UCP_EXPORT ucs_status_ptr_t ucp_tag_recv_nb(ucp_worker_h worker, void* buffer, size_t count,

@@ -580,7 +580,7 @@ void req_set_any_cb(request* r, const ucp_request_param_t* p, uint8_t nbx_kind, 
                     uint8_t old_kind) noexcept;
 void req_complete(request* r, ucs_status_t st) noexcept;
 void run_deferred(ucp_worker* w) noexcept;
-ucs_status_ptr_t req_return(request* r) noexcept;  // the handle to give the application
+inline ucs_status_ptr_t req_return(request* r) noexcept { return r->user(); }  // the handle to give the application
 uint32_t rmap_add(ucp_worker* w, request* r);
 request* rmap_take(ucp_worker* w, uint32_t id) noexcept;
 request* rmap_get(ucp_worker* w, uint32_t id) noexcept;

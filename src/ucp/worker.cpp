@@ -727,6 +727,23 @@ unsigned progress(ucp_worker* w) noexcept {
   ssize_t k = fi_cq_read(w->tp0->cq, w->cqe, cq_batch);
   if (k == -FI_EAGAIN) [[likely]]
     return 0;
+  if (k == 1) {
+    // One completion of a contiguous tag receive that wants nothing else
+    // (no callback, no result pointers, no sync acknowledgement): done here.
+    const fi_cq_tagged_entry& e = w->cqe[0];
+    auto* r = reinterpret_cast<request*>(e.op_context);
+    if (r && r->ctx_type == OP_TRECV_REQ && r->cbk == CB_NONE && !r->info_out && !r->length_out &&
+        !(e.flags & FI_REMOTE_CQ_DATA)) [[likely]] {
+      r->ctx_type = 0;
+      r->info.sender_tag = e.tag;
+      r->info.length = e.len;
+      r->pending = 0;
+      r->status = UCS_OK;
+      r->flags |= RF_COMPLETED;
+      req_maybe_release(r);
+      return 1;
+    }
+  }
   return progress_found(w, k);
 }
 
