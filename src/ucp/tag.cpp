@@ -272,9 +272,10 @@ UCP_EXPORT ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void* buffer, si
   // general path, which decides again.
   if (ep && (!param || !(param->op_attr_mask & (UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL))))
       [[likely]] {
-    if (!ep->w->mt && ep->state < EP_FAILED && ep->dest != FI_ADDR_UNSPEC && ep->pending.empty() &&
-        count <= ep->tp->d->inject && (buffer || !count)) [[likely]] {
-      if (fi_tinject(ep->tp->ep, buffer, count, ep->dest, tag) == 0) [[likely]]
+    iface* tp = ep->tp;
+    if (ep->dest != FI_ADDR_UNSPEC && ep->state < EP_FAILED && !ep->w->mt && ep->pending.empty() &&
+        count <= tp->inject && (buffer || !count)) [[likely]] {
+      if (fi_tinject(tp->ep, buffer, count, ep->dest, tag) == 0) [[likely]]
         return nullptr;
     }
   }

@@ -328,6 +328,7 @@ struct iface {
   fid_av* av = nullptr;
   fid_cq* cq = nullptr;
   fid_ep* ep = nullptr;
+  size_t inject = 0;  // d->inject, next to ep for the send fast path
   std::vector<uint8_t> name;
   std::vector<rx_buf*> rx;  // every buffer this iface owns
   size_t rx_posted = 0;

@@ -402,6 +402,7 @@ std::unique_ptr<iface> open_iface(ucp_worker* w, domain_tp* d) {
   auto tp = std::make_unique<iface>();
   tp->d = d;
   tp->w = w;
+  tp->inject = d->inject;
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   av_attr.count = 64;
@@ -721,7 +722,7 @@ unsigned progress_full(ucp_worker* w) noexcept {
 // a few instructions; anything else (queued work, failures, connection
 // management, keepalive, deferred callbacks) sets w->attn and takes the
 // full path.
-unsigned progress(ucp_worker* w) noexcept {
+[[gnu::always_inline]] inline unsigned progress_inline(ucp_worker* w) noexcept {
   if (w->attn) [[unlikely]]
     return progress_full(w);
   ssize_t k = fi_cq_read(w->tp0->cq, w->cqe, cq_batch);
@@ -729,11 +730,11 @@ unsigned progress(ucp_worker* w) noexcept {
     return 0;
   if (k == 1) {
     // One completion of a contiguous tag receive that wants nothing else
-    // (no callback, no result pointers, no sync acknowledgement): done here.
+    // (no callback, no sync acknowledgement): done here. Such receives have
+    // no result pointers (tag_recv_hot refuses OP_ATTR_FIELD_RECV_INFO).
     const fi_cq_tagged_entry& e = w->cqe[0];
     auto* r = reinterpret_cast<request*>(e.op_context);
-    if (r && r->ctx_type == OP_TRECV_REQ && r->cbk == CB_NONE && !r->info_out && !r->length_out &&
-        !(e.flags & FI_REMOTE_CQ_DATA)) [[likely]] {
+    if (r && r->ctx_type == OP_TRECV_REQ && r->cbk == CB_NONE && !(e.flags & FI_REMOTE_CQ_DATA)) [[likely]] {
       r->ctx_type = 0;
       r->info.sender_tag = e.tag;
       r->info.length = e.len;
@@ -745,6 +746,10 @@ unsigned progress(ucp_worker* w) noexcept {
     }
   }
   return progress_found(w, k);
+}
+
+unsigned progress(ucp_worker* w) noexcept {
+  return progress_inline(w);
 }
 
 // Endpoints in error-handling mode PEER learn of a dead peer without traffic:
@@ -915,6 +920,8 @@ UCP_EXPORT void ucp_worker_destroy(ucp_worker_h w) {
 
 UCP_EXPORT unsigned ucp_worker_progress(ucp_worker_h w) {
   if (!w) return 0;
+  if (!w->mt) [[likely]]
+    return progress_inline(w);
   worker_guard g(w);
   return progress(w);
 }
