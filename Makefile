@@ -42,7 +42,7 @@ test-asan: setup
 # fuzz corpus replay are left out.
 test-tsan: setup
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread >/dev/null
-	cmake --build build-tsan -j $(JOBS) --target weft_unit_tests
+	cmake --build build-tsan -j $(JOBS) --target weft_unit_tests delay_link
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E 'compat\.|netns\.fi_pingpong|fuzz\.'
 
 compare: build

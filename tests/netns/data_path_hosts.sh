@@ -2,7 +2,8 @@
 # The multi-process data-path suites over weft's tcp with every rank on its
 # own "host" (a network namespace, tests/netns/netns.sh): three hosts on a
 # clean link, then two hosts over a link that delays and drops packets
-# (tc netem), where nothing may be lost or corrupted. SKIPs (77) where
+# (tc netem, or delay_link where the kernel has no sch_netem), where nothing
+# may be lost or corrupted. SKIPs (77) where
 # namespaces cannot be made.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +18,8 @@ suite() {
 }
 export -f suite
 export tests
+# the link's delay where the kernel has no sch_netem (netns.sh)
+[ -x "$build/bin/delay_link" ] && export WEFT_DELAY_LINK=$build/bin/delay_link
 
 echo "== three hosts"
 bash "$here/netns.sh" -n 3 -- bash -c "suite 'mode/*tcp_hosts*'"

@@ -8,11 +8,15 @@
 #   netns.sh [-n HOSTS] [--delay D] [--loss P] [--mtu M] -- COMMAND [ARGS...]
 #
 #   -n HOSTS    2 (default) or 3
-#   --delay D   tc netem delay on every host's eth0, e.g. 2ms
-#   --loss P    tc netem loss on every host's eth0, e.g. 1%. A kernel without
-#               sch_netem drops packets with an nftables rule instead (random,
-#               P percent of what each host receives); a delay then cannot be
-#               made and is left out (said on stderr, and WEFT_NS_DELAY is empty).
+#   --delay D   tc netem delay on every host's eth0, e.g. 2ms (units us, ms, s)
+#   --loss P    tc netem loss on every host's eth0, e.g. 1%.
+#               A kernel without sch_netem: the hosts meet on delay_link (a
+#               hub in the switch namespace that forwards every frame after D
+#               and drops P percent at random: tests/netns/delay_link.cpp)
+#               instead of the bridge, when WEFT_DELAY_LINK names its binary.
+#               Without it, packets are dropped by an nftables rule (random,
+#               P percent of what each host receives) and a delay cannot be
+#               made: it is left out (said on stderr, WEFT_NS_DELAY is empty).
 #   --mtu M     interface MTU (default 1500)
 #
 # COMMAND runs in the caller's namespace with, for host i (1-based):
@@ -67,6 +71,25 @@ ip -n "$sw" link add br0 type bridge || skip "no bridge support"
 ip -n "$sw" link set br0 up
 ip -n "$sw" link set lo up
 
+# How the link gets its delay and loss: tc netem on each host, else the
+# delay_link hub, else (loss only) nftables.
+impair=""
+if [[ -n $delay || -n $loss ]]; then
+  if ip netns exec "$sw" tc qdisc add dev br0 root netem delay 1ms 2>/dev/null; then
+    ip netns exec "$sw" tc qdisc del dev br0 root 2>/dev/null
+    impair=netem
+  elif [[ -n ${WEFT_DELAY_LINK:-} && -x ${WEFT_DELAY_LINK:-} ]]; then
+    impair=hub
+  else
+    impair=nft
+  fi
+fi
+delay_us() {  # 2ms, 500us, 1s, 1.5ms -> microseconds
+  awk -v d="$1" 'BEGIN { n = d + 0; u = d; sub(/^[0-9.]+/, "", u);
+    m = (u == "us" ? 1 : u == "ms" || u == "" ? 1000 : u == "s" ? 1000000 : -1);
+    if (m < 0) exit 1; printf "%d\n", n * m }'
+}
+
 for ((i = 1; i <= hosts; i++)); do
   ns="${tag}h$i"
   ip netns add "$ns" || { echo "netns.sh: cannot add $ns" >&2; exit 1; }
@@ -74,11 +97,15 @@ for ((i = 1; i <= hosts; i++)); do
   # The pair is created inside the switch namespace, then one end moves:
   # neither end ever exists in the caller's namespace.
   ip -n "$sw" link add "p$i" type veth peer name eth0 netns "$ns" || skip "veth pairs refused"
-  ip -n "$sw" link set "p$i" master br0 mtu "$mtu" up
+  if [[ $impair == hub ]]; then
+    ip -n "$sw" link set "p$i" mtu "$mtu" up  # delay_link forwards, not the bridge
+  else
+    ip -n "$sw" link set "p$i" master br0 mtu "$mtu" up
+  fi
   ip -n "$ns" link set lo up
   ip -n "$ns" link set eth0 mtu "$mtu" up
   ip -n "$ns" addr add "10.250.0.$i/24" dev eth0
-  if [[ -n $delay || -n $loss ]]; then
+  if [[ $impair == netem || $impair == nft ]]; then
     if ! ip netns exec "$ns" tc qdisc add dev eth0 root netem ${delay:+delay $delay} ${loss:+loss $loss} 2>/dev/null; then
       [[ -n $loss ]] && command -v nft >/dev/null || skip "tc netem refused (sch_netem not available) and no nft"
       pct=${loss%%%}
@@ -92,6 +119,16 @@ for ((i = 1; i <= hosts; i++)); do
   fi
   export "WEFT_NS_$i=$ns" "WEFT_ADDR_$i=10.250.0.$i"
 done
+if [[ $impair == hub ]]; then
+  us=$(delay_us "${delay:-0}") || { echo "netns.sh: cannot read the delay $delay" >&2; exit 2; }
+  ports=()
+  for ((i = 1; i <= hosts; i++)); do ports+=("p$i"); done
+  ip netns exec "$sw" "$WEFT_DELAY_LINK" --delay-us "$us" --loss "$(l=${loss:-0}; echo "${l%%%}")" "${ports[@]}" &
+  hub=$!
+  sleep 0.2
+  kill -0 "$hub" 2>/dev/null || { echo "netns.sh: delay_link did not start" >&2; exit 1; }
+  echo "netns.sh: no sch_netem: the hosts meet on delay_link (${delay:-no} delay, ${loss:-no} loss)" >&2
+fi
 export WEFT_NS_HOSTS=$hosts WEFT_NS_DELAY=$delay
 
 # Wait until every link is up on both ends (no STP: bridge ports forward at once).

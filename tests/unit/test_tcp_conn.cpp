@@ -551,6 +551,76 @@ TEST(TcpPeers, SimultaneousConnectEndsWithOneConnection) {
   }
 }
 
+// A crossing whose last handshake message is slow: the lower endpoint's
+// own connection is already established when the higher one's request
+// (sent before ours reached it) arrives. The higher one kept ours, so ours
+// must stay: taking the request for a replacement reset the connection both
+// sides were using (seen between two namespaces with 2 ms delay and loss).
+// Every order of the first ten steps of the two sides (a step: one side's
+// progress rounds until something happens) is tried; some of them deliver
+// the higher one's proof after our accept.
+TEST(TcpPeers, LateCrossingKeepsTheLowerOnesConnection) {
+  uint64_t late = 0;
+  constexpr int steps = 10;
+  for (int pattern = 0; pattern < (1 << steps); ++pattern) {
+    rdm_endpoint x(make_cfg("k")), y(make_cfg("k"));  // identities are complete once they listen
+    const bool x_lower = identity_cmp(x.cfg->self, y.cfg->self) < 0;
+    rdm_endpoint& lo = x_lower ? x : y;
+    rdm_endpoint& hi = x_lower ? y : x;
+    out_frame fl(3000, 11 + static_cast<uint64_t>(pattern)), fh(4000, 77 + static_cast<uint64_t>(pattern));
+    ASSERT_GE(lo.map.send(hi.addr(), fl.e), 0);
+    ASSERT_GE(hi.map.send(lo.addr(), fh.e), 0);
+    for (int step = 0; step < steps; ++step) {  // a step: one side's rounds until something happens
+      poller& p = (pattern >> step & 1 ? hi : lo).p;
+      for (int i = 0; i < 40 && !p.progress(); ++i) {
+      }
+    }
+    ASSERT_TRUE(run_until({&lo.p, &hi.p},
+                          [&] { return lo.owner.frames.size() == 1 && hi.owner.frames.size() == 1; }))
+        << "pattern " << pattern;
+    EXPECT_EQ(hi.owner.frames[0].data, fl.data);
+    EXPECT_EQ(lo.owner.frames[0].data, fh.data);
+    run_until(
+        {&lo.p, &hi.p}, [&] { return lo.p.conn_count() == 1 && hi.p.conn_count() == 1; }, 2000);
+    EXPECT_EQ(lo.p.conn_count(), 1u) << "pattern " << pattern;
+    EXPECT_EQ(hi.p.conn_count(), 1u) << "pattern " << pattern;
+    conn* cl = lo.map.find(hi.addr());
+    ASSERT_TRUE(cl) << "pattern " << pattern;
+    EXPECT_TRUE(cl->is_connector());  // the lower one's connection is the one kept
+    EXPECT_TRUE(lo.owner.sent_err.empty() && hi.owner.sent_err.empty()) << "pattern " << pattern;
+    EXPECT_TRUE(lo.owner.closed.empty() || !lo.owner.closed.count(cl));
+    EXPECT_EQ(lo.map.parked() + hi.map.parked(), 0u);
+    late += lo.map.late_crossings();
+  }
+  EXPECT_GT(late, 0u) << "no order of steps delivered the request after the lower one's accept";
+  RecordProperty("late_crossings", static_cast<int>(late));
+}
+
+// The higher endpoint drops the connection the lower one opened and calls
+// again at once (same instance). If the lower one sees the call before the
+// end of the old connection, it takes it for a late crossing and turns it
+// down; when the old connection then ends, it calls back, and the frame the
+// higher one parked arrives. Either way nothing is lost.
+TEST(TcpPeers, HigherPeerThatDroppedOursIsCalledBack) {
+  for (int round = 0; round < 10; ++round) {
+    rdm_endpoint x(make_cfg()), y(make_cfg());
+    const bool x_lower = identity_cmp(x.cfg->self, y.cfg->self) < 0;
+    rdm_endpoint& lo = x_lower ? x : y;
+    rdm_endpoint& hi = x_lower ? y : x;
+    out_frame f1(10, 1), f2(20, 2 + static_cast<uint64_t>(round));
+    ASSERT_GE(lo.map.send(hi.addr(), f1.e), 0);
+    ASSERT_TRUE(run_until({&lo.p, &hi.p}, [&] { return hi.owner.frames.size() == 1; }));
+    hi.map.find(lo.addr())->abort(-FI_ECANCELED);
+    ASSERT_TRUE(run_until({&hi.p}, [&] { return hi.owner.closes == 1; }));
+    ASSERT_GE(hi.map.send(lo.addr(), f2.e), 0);
+    for (int i = 0; i < round; ++i) hi.p.progress();
+    ASSERT_TRUE(run_until({&lo.p, &hi.p}, [&] { return lo.owner.frames.size() == 1; })) << "round " << round;
+    EXPECT_EQ(lo.owner.frames[0].data, f2.data);
+    EXPECT_TRUE(hi.owner.sent_err.empty()) << "round " << round;
+    EXPECT_EQ(hi.map.parked(), 0u);
+  }
+}
+
 TEST(TcpPeers, RestartedPeerReplacesTheOldConnection) {
   rdm_endpoint a(make_cfg());
   auto bcfg = make_cfg();

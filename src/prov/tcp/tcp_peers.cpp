@@ -121,9 +121,15 @@ void peer_map::on_connreq(conn& c) noexcept {
     return;
   }
   if (old->established()) {
-    // A peer calls only when it holds no connection to us: the one we hold
-    // is stale (the peer restarted, or closed it and we have not read the
-    // end yet). The new one replaces it.
+    if (old->is_connector() && old->peer().id.instance == id.instance && identity_cmp(self, id) < 0) {
+      // A crossing seen late (see tcp_peers.hpp): ours is the one kept.
+      p->call_back_until = now_ns() + static_cast<uint64_t>(cfg_->connect_timeout_ms) * 1000000ull;
+      ++late_crossings_;
+      c.reject(nullptr, 0, reject_reason::crossed);
+      return;
+    }
+    // The one we hold is stale (the peer restarted, or closed it and we
+    // have not read the end yet). The new one replaces it.
     old->abort(-FI_ECONNRESET);
     p->c = &c;
     c.accept(nullptr, 0);
@@ -151,7 +157,14 @@ void peer_map::on_closed(conn& c, int err) noexcept {
     peer& p = it->second;
     p.c = nullptr;
     if (c.rejected() == reject_reason::crossed) park(p, c.take_unsent());
-    if (!p.parked_head) peers_.erase(it);
+    if (p.call_back_until && c.is_connector() && now_ns() < p.call_back_until) {
+      // We turned down its call because of this connection, which is gone
+      // now: the peer waits for ours with its frames parked.
+      p.call_back_until = 0;
+      conn* n = nullptr;
+      if (poller_.connect(owner_, cfg_, c.peer().addr, nullptr, 0, &n) == 0) p.c = n;
+    }
+    if (!p.c && !p.parked_head) peers_.erase(it);
   }
   c.release();
 }

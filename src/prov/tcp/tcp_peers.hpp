@@ -17,10 +17,19 @@
 //   * a higher side whose own connection is rejected as crossed before the
 //     other's request arrived parks those frames until it arrives
 //     (at most connect_timeout_ms; then they are handed back to fail).
-// A peer calls only when it holds no connection to us, so a request that
-// finds an established connection (the peer restarted: another instance;
-// or it closed the old one and we have not read the end yet) replaces it:
-// the old one is aborted (-FI_ECONNRESET). A request from our own identity
+// A request that finds an established connection is one of two things.
+//   * A crossing seen late: the connection is ours, the peer is the same
+//     instance and we are the lower. The peer's request was sent before
+//     ours reached it, and the peer (the higher) then kept ours; only the
+//     handshake's last message was slow (delay, a lost segment). Ours stays;
+//     the request is rejected as crossed. Should ours still turn out to be
+//     gone at the peer (it dropped ours and called again), the peer parks
+//     its frames for our call: when ours closes within connect_timeout_ms
+//     we call back at once.
+//   * Otherwise a replacement: the peer restarted (another instance), or it
+//     closed the connection and we have not read the end yet. The old one is
+//     aborted (-FI_ECONNRESET) and the new one accepted.
+// A request from our own identity
 // (an endpoint sending to itself) is accepted and kept apart: it only
 // receives. Destroy the map before its poller.
 //
@@ -61,6 +70,7 @@ public:
 
   size_t size() const noexcept { return peers_.size(); }
   size_t parked() const noexcept;
+  uint64_t late_crossings() const noexcept { return late_crossings_; }  // requests turned down as late crossings
 
 private:
   struct key {
@@ -77,6 +87,7 @@ private:
     tx_entry* parked_head = nullptr;
     tx_entry* parked_tail = nullptr;
     uint64_t parked_deadline = 0;
+    uint64_t call_back_until = 0;  // we rejected its late crossing: call back if ours closes before
   };
   static key key_of(const wire_addr& w) noexcept;
   static key key_of(const sock_addr& a) noexcept;
@@ -87,6 +98,7 @@ private:
   conn_owner& owner_;
   std::shared_ptr<const conn_config> cfg_;
   std::unordered_map<key, peer, key_hash> peers_;
+  uint64_t late_crossings_ = 0;
 };
 
 }  // namespace weft::tcp
