@@ -105,7 +105,8 @@ for prov in shm tcp; do
     skip "weft $prov: no endpoints yet ($(grep -m1 error "$data/probe.$prov" | cut -c1-120))"
   fi
 done
-port=$(( 42000 + $$ % 10000 ))
+# servers listen on a port no socket uses; clients start once they listen
+. "$root/tests/lib/ports.sh"
 
 # ---------------------------------------------------------------- key metrics
 # The three key numbers, each measured KEY_ROUNDS times; every round runs
@@ -152,10 +153,10 @@ key_ucx() {  # metric round
   local envs=("${ucx_sm_env[@]}")
   [ -n "${key_ucx_env[$m]:-}" ] && envs+=(${key_ucx_env[$m]})
   read -r t s n w <<<"${spec%|*}"
-  port=$((port + 1))
+  port=$(free_tcp_port)
   env "${envs[@]}" timeout 60 taskset -c "$cpu_b" ucx_perftest -p "$port" >/dev/null 2>>"$log" &
   srv=$!
-  sleep 0.2
+  wait_listen "$port" "$srv"
   v=$(env "${envs[@]}" timeout 60 taskset -c "$cpu_a" ucx_perftest -p "$port" 127.0.0.1 \
         -t "$t" -s "$s" -n "$n" -w "$w" 2>>"$log" |
       awk -v f="${spec#*|}" '/^Final:/ { if (f == 7) printf "%.1f\n", $f * 1.048576; else print $f }')
@@ -241,11 +242,11 @@ run_pp() {  # name provider env...
   : >"$data/${name}_lat.dat"
   local s n srv ok=0
   for s in $sizes; do
-    n=$(pp_iters "$s" "$prov"); port=$((port + 1))
+    n=$(pp_iters "$s" "$prov"); port=$(free_tcp_port)
     env "$@" timeout 60 taskset -c "$cpu_b" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" -B "$port" \
       >/dev/null 2>>"$log" &
     srv=$!
-    sleep 0.2
+    wait_listen "$port" "$srv"
     if env "$@" timeout 60 taskset -c "$cpu_a" fi_pingpong -p "$prov" -e rdm -I "$n" -S "$s" \
          -P "$port" 127.0.0.1 >"$data/pp.out" 2>>"$log"; then
       awk -v s="$s" 'NR==2 {print s, $7}' "$data/pp.out" >>"$data/${name}_lat.dat"; ok=1
@@ -288,10 +289,10 @@ run_ucx() {  # name kind env...
     if [ $t = tag_lat ]; then suffix=lat; else suffix=bw; fi
     : >"$data/${name}_$suffix.dat"
     for s in $sizes; do
-      n=$(ucx_iters "$s" "$kind" $t); port=$((port + 1))
+      n=$(ucx_iters "$s" "$kind" $t); port=$(free_tcp_port)
       env "$@" timeout 60 taskset -c "$cpu_b" ucx_perftest -p "$port" >/dev/null 2>>"$log" &
       srv=$!
-      sleep 0.2
+      wait_listen "$port" "$srv"
       if env "$@" timeout 60 taskset -c "$cpu_a" ucx_perftest -p "$port" 127.0.0.1 -t $t -s "$s" \
            -n "$n" >"$data/ucx.out" 2>>"$log"; then
         echo "ucx_perftest $name $t $s: $(grep '^Final:' "$data/ucx.out")" >>"$log"
