@@ -281,7 +281,9 @@ UCP_EXPORT void ucp_request_free(void* req) {
   ucp_worker* w = r->w;
   if (!w->mt && (r->flags & (RF_COMPLETED | RF_RELEASED | RF_EXTERNAL | RF_DEFERRED)) == RF_COMPLETED &&
       !r->pending) [[likely]] {
-    // A completed pool request of a single-threaded worker: straight back.
+    // A completed pool request of a single-threaded worker: straight back
+    // (req_maybe_release's common case; through it, 10 instructions more
+    // on every message of a ping-pong).
     r->flags = 0;
     r->cbk = CB_NONE;
     r->next_free = w->req_free;
