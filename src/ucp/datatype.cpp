@@ -22,12 +22,8 @@ generic_dt* as_generic(ucp_datatype_t dt) noexcept {
 bool dt_describe(ucp_datatype_t dt, const void* buf, size_t count, dt_view& v, bool for_send) noexcept {
   v.cls = dt & UCP_DATATYPE_CLASS_MASK;
   switch (v.cls) {
-    case UCP_DATATYPE_CONTIG: {
-      size_t elem = dt >> UCP_DATATYPE_SHIFT;
-      if (elem && count > SIZE_MAX / elem) return false;
-      v.length = elem * count;
-      return v.length == 0 || buf;
-    }
+    case UCP_DATATYPE_CONTIG:
+      return contig_bytes(dt, count, &v.length) && (v.length == 0 || buf);
     case UCP_DATATYPE_IOV: {
       if (count && !buf) return false;
       v.iov = static_cast<const ucp_dt_iov_t*>(buf);

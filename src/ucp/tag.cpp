@@ -68,10 +68,10 @@ ucs_status_ptr_t tag_send(ucp_ep* ep, const void* buf, size_t count, ucp_tag_t t
       (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) ? p->datatype : ucp_dt_make_contig(1);
   iface* tp = ep->tp;
   // A small contiguous message goes inline and is done at return.
-  if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_CONTIG && !sync &&
-      (dt >> UCP_DATATYPE_SHIFT) <= SIZE_MAX / (count ? count : 1) &&
+  size_t len;
+  if ((dt & UCP_DATATYPE_CLASS_MASK) == UCP_DATATYPE_CONTIG && !sync && contig_bytes(dt, count, &len) &&
       !(p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL))) [[likely]] {
-    ssize_t rc = try_inject(ep, buf, (dt >> UCP_DATATYPE_SHIFT) * count, tag);
+    ssize_t rc = try_inject(ep, buf, len, tag);
     if (rc == 0) [[likely]]
       return nullptr;
     if (rc != -FI_EAGAIN) return UCS_STATUS_PTR(from_fi(static_cast<int>(rc)));
@@ -135,13 +135,9 @@ ucs_status_ptr_t tag_send(ucp_ep* ep, const void* buf, size_t count, ucp_tag_t t
   const uint32_t attrs = p ? p->op_attr_mask : 0;
   if (attrs & (UCP_OP_ATTR_FIELD_REQUEST | UCP_OP_ATTR_FIELD_RECV_INFO)) return nullptr;
   size_t len = count;
-  if (attrs & UCP_OP_ATTR_FIELD_DATATYPE) {
-    const ucp_datatype_t dt = p->datatype;
-    if ((dt & UCP_DATATYPE_CLASS_MASK) != UCP_DATATYPE_CONTIG ||
-        (dt >> UCP_DATATYPE_SHIFT) > SIZE_MAX / (count ? count : 1))
-      return nullptr;
-    len = (dt >> UCP_DATATYPE_SHIFT) * count;
-  }
+  if ((attrs & UCP_OP_ATTR_FIELD_DATATYPE) &&
+      ((p->datatype & UCP_DATATYPE_CLASS_MASK) != UCP_DATATYPE_CONTIG || !contig_bytes(p->datatype, count, &len)))
+    return nullptr;
   if (!buf && len) return nullptr;
   request* r = req_alloc(w);
   if (!r) [[unlikely]]

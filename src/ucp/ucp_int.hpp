@@ -662,6 +662,14 @@ struct dt_view {
   void* dt_ctx = nullptr;
 };
 bool dt_describe(ucp_datatype_t dt, const void* buf, size_t count, dt_view& v, bool for_send) noexcept;
+// The bytes of `count` elements of a contiguous datatype; false when they
+// overflow size_t.
+inline bool contig_bytes(ucp_datatype_t dt, size_t count, size_t* len) noexcept {
+  const size_t elem = dt >> UCP_DATATYPE_SHIFT;
+  if (elem && count > SIZE_MAX / elem) return false;
+  *len = elem * count;
+  return true;
+}
 // Packs a send-side buffer of any datatype into dst (v.length bytes).
 ucs_status_t dt_pack(ucp_datatype_t dt, const void* buf, size_t count, void* dst, size_t len) noexcept;
 // Packs any datatype into a new buffer (malloc), taking one pack state.
