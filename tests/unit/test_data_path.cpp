@@ -1081,6 +1081,137 @@ TEST_P(data_path, VectorRmaAndAtomics) {
       opt);
 }
 
+// Every size on every protocol path (inline, eager, fragments or
+// rendezvous) with every completion level, untagged and tagged, to a
+// receive posted before the message and to one posted after it: each
+// message arrives whole and each send completes once, without error. An RDM
+// send with FI_DELIVERY_COMPLETE beyond tcp's eager size once broke the
+// connection (the receiver refused the data frame's acknowledgement flag).
+TEST_P(data_path, EverySizeEveryCompletionLevel) {
+  mp_run(2, [](mp_peer& p) {
+    const size_t sizes[] = {0, 8, 64, 4096, 4097, 65536, 65537, (size_t{256} << 10) + 1, size_t{1} << 20};
+    struct level {
+      uint64_t flags;
+      bool small_only;  // FI_INJECT: up to inject_size
+    };
+    const level levels[] = {{0, false},
+                            {FI_INJECT_COMPLETE, false},
+                            {FI_TRANSMIT_COMPLETE, false},
+                            {FI_DELIVERY_COMPLETE, false},
+                            {FI_INJECT | FI_DELIVERY_COMPLETE, true},
+                            {FI_INJECT | FI_TRANSMIT_COMPLETE, true}};
+    const size_t inject = p.info->tx_attr->inject_size;
+    int round = 0;
+    for (bool posted_first : {true, false}) {
+      for (bool tagged : {false, true}) {
+        for (const level& lv : levels) {
+          for (size_t size : sizes) {
+            if (lv.small_only && size > inject) continue;
+            ++round;
+            std::vector<unsigned char> out(size), in(size + 8, 0xee);
+            fill(out, static_cast<unsigned>(round));
+            fi_cq_tagged_entry ce;
+            fi_cq_err_entry err{};
+            const uint64_t tag = 0x100 + static_cast<uint64_t>(round);
+            if (p.rank == 0) {
+              if (posted_first) p.barrier();  // the receive is posted
+              iovec iov{out.data(), size};
+              ssize_t ret;
+              if (tagged) {
+                fi_msg_tagged m{&iov, nullptr, 1, p.addr[1], tag, 0, &out, 0};
+                ret = fi_tsendmsg(p.ep, &m, lv.flags | FI_COMPLETION);
+              } else {
+                fi_msg m{&iov, nullptr, 1, p.addr[1], &out, 0};
+                ret = fi_sendmsg(p.ep, &m, lv.flags | FI_COMPLETION);
+              }
+              ASSERT_EQ(ret, 0) << "size " << size << " flags 0x" << std::hex << lv.flags;
+              if (lv.flags & FI_INJECT) fill(out, 0);  // the buffer is ours again
+              if (!posted_first) p.barrier();  // the message is on its way
+              ASSERT_EQ(p.wait_cq(&ce, &err), 1) << "send of " << size << " flags 0x" << std::hex << lv.flags
+                                                 << (tagged ? " tagged" : " msg") << ": " << fi_strerror(err.err);
+              EXPECT_EQ(ce.op_context, &out);
+              EXPECT_TRUE(ce.flags & FI_SEND);
+              p.barrier();
+            } else {
+              if (posted_first) {
+                ASSERT_EQ(tagged ? fi_trecv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, tag, 0, &in)
+                                 : fi_recv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, &in),
+                          0);
+                p.barrier();
+              } else {
+                p.barrier();
+                // Let the message (or its announcement) arrive and wait as unexpected.
+                const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+                while (std::chrono::steady_clock::now() < until) ASSERT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
+                ASSERT_EQ(tagged ? fi_trecv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, tag, 0, &in)
+                                 : fi_recv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, &in),
+                          0);
+              }
+              ASSERT_EQ(p.wait_cq(&ce, &err), 1) << "receive of " << size << " flags 0x" << std::hex << lv.flags
+                                                 << (tagged ? " tagged" : " msg") << ": " << fi_strerror(err.err);
+              EXPECT_EQ(ce.op_context, &in);
+              EXPECT_EQ(ce.len, size);
+              if (tagged) {
+                EXPECT_EQ(ce.tag, tag);
+              }
+              fill(out, static_cast<unsigned>(round));
+              if (size) {
+                ASSERT_EQ(memcmp(in.data(), out.data(), size), 0) << "size " << size;
+              }
+              EXPECT_EQ(in[size], 0xee) << "wrote past the message";
+              p.barrier();
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// A delivery-complete send whose message the receiver discards unread
+// (FI_PEEK | FI_DISCARD) still completes, eager or announced for rendezvous.
+TEST_P(data_path, DiscardedDeliveryCompleteSendCompletes) {
+  mp_run(2, [](mp_peer& p) {
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    for (size_t size : {size_t{8}, size_t{4097}, size_t{65537}, size_t{1} << 20}) {
+      const uint64_t tag = 0x500 + size;
+      if (p.rank == 0) {
+        std::vector<unsigned char> out(size, 7);
+        iovec iov{out.data(), size};
+        fi_msg_tagged m{&iov, nullptr, 1, p.addr[1], tag, 0, &out, 0};
+        ASSERT_EQ(fi_tsendmsg(p.ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION), 0);
+        ASSERT_EQ(p.wait_cq(&ce, &err), 1) << "send of " << size << ": " << fi_strerror(err.err);
+        EXPECT_EQ(ce.op_context, &out);
+        // Tell the receiver, who progresses (acknowledges) until it hears.
+        ASSERT_EQ(fi_tinject(p.ep, &size, sizeof size, p.addr[1], 1), 0);
+      } else {
+        fi_msg_tagged m{};
+        m.addr = FI_ADDR_UNSPEC;
+        m.tag = tag;
+        m.context = &m;
+        int r = -FI_ETIMEDOUT;
+        for (int i = 0; i < 10000; ++i) {  // a peek reports what has arrived: peek until it has
+          ASSERT_EQ(fi_trecvmsg(p.ep, &m, FI_PEEK | FI_DISCARD), 0);
+          r = p.wait_cq(&ce, &err);
+          if (r == 1 || r != -FI_EAVAIL || err.err != FI_ENOMSG) break;
+          usleep(1000);
+        }
+        ASSERT_EQ(r, 1) << "size " << size << ": " << fi_strerror(err.err);
+        EXPECT_EQ(ce.len, size);
+        ASSERT_EQ(fi_trecvmsg(p.ep, &m, FI_PEEK), 0);
+        ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);  // gone
+        EXPECT_EQ(err.err, FI_ENOMSG);
+        // The sender's completion may need our progress (the acknowledgement).
+        size_t done = 0;
+        ASSERT_EQ(fi_trecv(p.ep, &done, sizeof done, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), 0);
+        ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+        EXPECT_EQ(done, size);
+      }
+    }
+  });
+}
+
 WEFT_MP_SUITE(data_path);
 
 }  // namespace

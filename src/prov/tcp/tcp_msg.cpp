@@ -351,7 +351,13 @@ void cts_frame(ep& e, link& lk, const frame_hdr& h) noexcept {
 
 rx_target rndv_data_frame(ep& e, link& lk, const frame_hdr& h) noexcept {
   rndv_recv* rr = find_rndv(e, lk.serial, h.id);
-  if (!rr || h.aux > rr->n) return rx_target{rx_action::discard, nullptr, 0};
+  if (!rr) {
+    // A message discarded unread (FI_DISCARD: a clear-to-send for no
+    // bytes): a sender that asked for delivery completion still waits.
+    if ((h.flags & flag_want_ack) && !h.length && !h.aux) ack(e, lk, h.id, 0);
+    return rx_target{rx_action::discard, nullptr, 0};
+  }
+  if (h.aux > rr->n) return rx_target{rx_action::discard, nullptr, 0};
   lk.kind = rx_kind::rndv_data;
   lk.rr = rr;
   // The landing from offset aux on.
