@@ -73,17 +73,8 @@ int ep_close(fid* f) noexcept {
       ep_guard g(*e);
       e->tops->close(*e);
       e->enabled = false;
-      if (e->shared_rx) {
-        // Messages that arrived here and wait in the shared queues go with us.
-        for (bool tagged : {false, true}) {
-          auto& list = ux_list(*e, tagged);
-          for (auto it = list.begin(); it != list.end();) {
-            auto next = std::next(it);
-            if (it->owner == e) ux_drop(*e, list, it);
-            it = next;
-          }
-        }
-      }
+      // Messages that arrived here and wait in shared queues go with us.
+      if (e->rx != &e->own_rx) ux_drop_owned(*e);
     }
     unbind_all(*e);  // without the endpoint lock: see endpoint::ctl
     unbind_shared(*e);
@@ -393,6 +384,38 @@ void endpoint_init(endpoint& e, domain& dom, const fi_info* info, void* context,
   e.fid_.rma = &rma_ops_none;
   e.fid_.atomic = &atomic_ops_none;
   e.fid_.collective = nullptr;
+}
+
+void ux_drop_owned(endpoint& e) noexcept {
+  for (bool tagged : {false, true}) {
+    auto& list = ux_list(e, tagged);
+    for (auto it = list.begin(); it != list.end();) {
+      auto next = std::next(it);
+      if (it->owner == &e) ux_drop(e, list, it);
+      it = next;
+    }
+  }
+}
+
+void endpoint_share(endpoint& part, endpoint& whole, av* part_av) {
+  if (part.enabled || part.av || part.tx_cq || part.rx_cq) fail(FI_EINVAL, "part endpoint already bound");
+  part.tx_cq = whole.tx_cq;
+  part.rx_cq = whole.rx_cq;
+  part.tx_selective = whole.tx_selective;
+  part.rx_selective = whole.rx_selective;
+  if (part.tx_cq) cq_take(part.tx_cq);
+  if (part.rx_cq) cq_take(part.rx_cq);
+  fid_cntr* endpoint::*cntrs[] = {&endpoint::cntr_send,  &endpoint::cntr_recv,  &endpoint::cntr_read,
+                                  &endpoint::cntr_write, &endpoint::cntr_rread, &endpoint::cntr_rwrite};
+  for (auto m : cntrs) {
+    part.*m = whole.*m;
+    if (part.*m) cntr_take(part.*m);
+  }
+  part.av = part_av;
+  if (part_av) part_av->add_user();
+  part.rx = whole.rx;
+  part.lock = whole.lock;
+  part.min_multi_recv = whole.min_multi_recv;
 }
 
 bool is_endpoint(const fid* f) noexcept {

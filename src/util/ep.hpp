@@ -202,6 +202,19 @@ bool endpoint_arm(void* arg) noexcept;
 // are left alone. Returns how many wait objects took (gave up) the fd.
 int ep_watch_fd(endpoint& e, int fd, bool add) noexcept;
 
+// ------------------------------------------------------------------ endpoints made of endpoints
+// A provider made of other providers (the linked provider) gives each part
+// endpoint, before enabling it, the bindings of the whole: its CQs and
+// counters with their selective-completion flags (references taken, no
+// poller: the whole's poller progresses its parts), its receive queues and
+// lock (one matcher fed by every part: each unexpected entry names the part
+// it arrived on) and `part_av`, the part's mirror of the whole's AV (same
+// indices, so a part's FI_SOURCE is the whole's fi_addr_t). Throws.
+void endpoint_share(endpoint& part, endpoint& whole, av* part_av);
+// Drops the unexpected messages that arrived on `e` from the queues it
+// shares (it is closing: its transport can no longer deliver them).
+void ux_drop_owned(endpoint& e) noexcept;
+
 // ------------------------------------------------------------------ scalable endpoints, shared contexts
 // A scalable endpoint: an address with several transmit and receive
 // contexts behind it. The transport makes the contexts.

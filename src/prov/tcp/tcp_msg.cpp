@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "prov/tcp/tcp.hpp"
+#include "prov/tcp/tcp_part.hpp"
 #include "util/ep_ops.hpp"
 #include "util/rx.hpp"
 
@@ -421,3 +422,27 @@ void forget_link(ep& e, link& lk, int err) noexcept {
 }
 
 }  // namespace weft::tcp
+
+namespace weft {
+
+// As a part of a linked endpoint (tcp_part.hpp): the sends of this file.
+template <>
+template <bool Tagged>
+ssize_t part<tcp::part_tag>::send(endpoint& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag,
+                                 uint64_t data, void* ctx, uint64_t flags) noexcept {
+  return tcp::send<Tagged>(tcp::ep::of(e), iov, count, dest, tag, data, ctx, flags);
+}
+template <>
+template <bool Tagged>
+ssize_t part<tcp::part_tag>::inject(endpoint& e, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept {
+  return tcp::inject_small<Tagged>(tcp::ep::of(e), buf, len, dest, tag);
+}
+template ssize_t part<tcp::part_tag>::send<false>(endpoint&, const iovec*, size_t, fi_addr_t, uint64_t, uint64_t, void*,
+                                                 uint64_t) noexcept;
+template ssize_t part<tcp::part_tag>::send<true>(endpoint&, const iovec*, size_t, fi_addr_t, uint64_t, uint64_t, void*,
+                                                uint64_t) noexcept;
+template ssize_t part<tcp::part_tag>::inject<false>(endpoint&, const void*, size_t, fi_addr_t, uint64_t) noexcept;
+template ssize_t part<tcp::part_tag>::inject<true>(endpoint&, const void*, size_t, fi_addr_t, uint64_t) noexcept;
+static_assert(tcp::part_inject_max == tcp::inject_max);
+
+}  // namespace weft
