@@ -458,8 +458,8 @@ void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, s
   if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_inc(c);
 }
 
-void tx_fail(endpoint& e, void* context, uint64_t cq_flags, int err, size_t len) noexcept {
-  if (e.tx_cq) {
+void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept {
+  if (e.tx_cq && !(op_flags & flag_no_cq)) {
     fi_cq_err_entry ee{};
     ee.op_context = context;
     ee.flags = cq_flags;

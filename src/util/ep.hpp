@@ -166,8 +166,11 @@ inline uint64_t rx_flags_of(fid_ep* f, const endpoint& e) noexcept {
 // A transmit operation ended: a CQ entry unless the operation asked for none
 // (selective completion without FI_COMPLETION, injects), and its counter.
 void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t len) noexcept;
-// It failed: an error entry (err is a positive FI_E* code) and the counter's error.
-void tx_fail(endpoint& e, void* context, uint64_t cq_flags, int err, size_t len) noexcept;
+// It failed: an error entry (err is a positive FI_E* code) and the counter's
+// error. An operation that asked for no completion at all (fi_inject and
+// friends: flag_no_cq in op_flags) counts its error only: an error entry
+// must carry the context of the operation it ends, and it has none.
+void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept;
 // A receive ended with `n` bytes of a `size`-byte message in it (buf: the
 // multi-receive slice), or with err: success, FI_ETRUNC when n < size, or
 // the error. src is the sender (FI_SOURCE), FI_ADDR_NOTAVAIL when unknown.

@@ -647,6 +647,55 @@ TEST_P(data_path, KilledPeer) {
   });
 }
 
+// Injects to a dead peer (fi_inject, fi_tinject, fi_tinjectdata: no
+// completion asked for) fail on the send counter only: an error entry must
+// carry the context of the operation it ends (man fi_cq), and an inject has
+// none (Open MPI's OFI layer took such an entry's NULL context for a
+// request and crashed). A send with a context still ends in an error entry
+// that carries it.
+TEST_P(data_path, InjectToDeadPeerWritesNoContextlessEntry) {
+  weft_test::mp_options opt;
+  opt.counters = true;
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        fi_cq_tagged_entry ce;
+        fi_cq_err_entry err{};
+        if (p.rank == 1) {
+          p.barrier();
+          _exit(0);  // dies without closing anything
+        }
+        p.barrier();
+        usleep(200000);
+        uint64_t v = 7;
+        std::vector<unsigned char> mid(1000, 1);  // beyond every inline path
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        // Inject until the failure shows on the counter (an inject may be
+        // taken before the peer is known dead).
+        while (fi_cntr_readerr(p.cntr_send) == 0 && std::chrono::steady_clock::now() < until) {
+          ssize_t r1 = fi_tinject(p.ep, &v, sizeof v, p.addr[1], 9);
+          ssize_t r2 = fi_inject(p.ep, mid.data(), mid.size(), p.addr[1]);
+          ssize_t r3 = fi_tinjectdata(p.ep, &v, sizeof v, 5, p.addr[1], 9);
+          for (ssize_t r : {r1, r2, r3}) EXPECT_TRUE(r == 0 || r == -FI_EAGAIN || r < 0) << r;
+          ssize_t n = fi_cq_read(p.cq, &ce, 1);
+          ASSERT_NE(n, -FI_EAVAIL) << "an inject's failure reached the CQ as an error entry";
+          ASSERT_NE(n, 1) << "an inject generated a completion";
+          usleep(1000);
+        }
+        EXPECT_GT(fi_cntr_readerr(p.cntr_send), 0u) << "the failed injects were not counted";
+        // A send with a context: its error entry names it.
+        int ctx = 0;
+        ssize_t r;
+        while ((r = fi_tsend(p.ep, &v, sizeof v, nullptr, p.addr[1], 9, &ctx)) == -FI_EAGAIN) fi_cq_read(p.cq, &ce, 0);
+        if (r == 0) {
+          ASSERT_EQ(p.wait_cq(&ce, &err, 10000), -FI_EAVAIL);
+          EXPECT_EQ(err.op_context, &ctx);
+        }
+        for (int i = 0; i < 100; ++i) EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
+      },
+      opt);
+}
+
 // A peer killed in the middle of a 64 MiB transfer: the survivor's send
 // ends within 5 s — in an error entry, or in success when the data got there
 // first (shm's receiver pulls it all in its first progress calls) — and it

@@ -162,7 +162,7 @@ ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag
     return -FI_EAGAIN;
   peer_ref to = peer_of(e, dest);
   if (!to.p) [[unlikely]]
-    return unreachable(e, dest, to.why, context, m.cq_flags);
+    return unreachable(e, dest, to.why, context, m.cq_flags, flags);
   const bool want_ack = (flags & FI_DELIVERY_COMPLETE) && !(flags & FI_INJECT);
   switch (select(len, want_ack, *to.p)) {
     case proto::inline_msg:
@@ -188,7 +188,7 @@ template <bool Tagged>
   ep_guard g(e);
   peer_ref to = peer_of(e, dest);
   if (!to.p) [[unlikely]]
-    return unreachable(e, dest, to.why, nullptr, cq_flags);
+    return unreachable(e, dest, to.why, nullptr, cq_flags, FI_INJECT | flag_no_cq);
   peer& p = *to.p;
   cell* c = claim_to(e, p);
   if (!c) [[unlikely]]

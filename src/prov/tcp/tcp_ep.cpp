@@ -287,7 +287,7 @@ request* new_request(ep& e, req_kind kind, void* context, uint64_t cq_flags, uin
 
 void finish(ep& e, request* r) noexcept {
   if (r->err)
-    tx_fail(e, r->context, r->cq_flags, r->err, 0);
+    tx_fail(e, r->context, r->cq_flags, r->op_flags, r->err, 0);
   else
     tx_done(e, r->context, r->cq_flags, r->op_flags, r->len);
   e.requests.release(r);
