@@ -18,8 +18,11 @@
 //    The data path is one branch on the peer's path, then the part's own
 //    send, RMA or atomic (shm_part.hpp, tcp_part.hpp).
 //
-// Addresses (FI_ADDR_STR, at most FI_NAME_MAX bytes):
-//   fi_lnx://<host>;<shm name>;<ipv4>:<port>
+// Addresses (FI_ADDR_STR, FI_NAME_MAX bytes with the NUL):
+//   fi_lnx://<host>;<shm name>;<ipv4>:<port>###...
+// filled with '#' to one length: programs that pass fi_av_insert several
+// addresses packed at the stride of their own (Open MPI's mtl ofi) and
+// those that pack them end to end (libfabric's shm reads them so) agree.
 // <host> is 12 hex digits naming this host (the kernel boot, host name and
 // IPC, network and pid namespaces: processes that can share memory), the
 // shm name is the shm part's (without "fi_shm://"). A host or shm name may

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -20,6 +21,7 @@ namespace weft::lnx {
 
 namespace {
 constexpr char prefix[] = "fi_lnx://";
+constexpr char fill = '#';  // pads an address to its one length
 constexpr size_t prefix_len = sizeof prefix - 1;
 
 uint64_t fnv(uint64_t h, const void* p, size_t n) noexcept {
@@ -90,6 +92,7 @@ bool parse(const void* p, size_t len, address& out) {
   std::string_view s(c, n);
   if (!s.starts_with(prefix)) return false;
   s.remove_prefix(prefix_len);
+  while (!s.empty() && s.back() == fill) s.remove_suffix(1);
   out = address{};
   const size_t semi = s.find(';');
   if (semi == std::string_view::npos) return parse_tcp(s, out.tcp);  // "ip:port" alone
@@ -114,7 +117,9 @@ std::string format(const address& a) {
   if (a.host) snprintf(host, sizeof host, "%012llx", static_cast<unsigned long long>(a.host));
   std::string s = std::string(prefix) + host + ';' + a.shm + ';';
   if (a.tcp.family()) s += a.tcp.str();
-  return s.size() + 1 <= addr_max ? s : std::string{};
+  if (s.size() + 1 > addr_max) return {};
+  s.append(addr_max - 1 - s.size(), fill);  // one length for every address (see lnx.hpp)
+  return s;
 }
 
 namespace {
@@ -234,8 +239,22 @@ protected:
     for (const info_ptr& i : *st)
       if (i->ep_attr->type == FI_EP_RDM && i->addr_format == FI_ADDR_STR) s = i.get();
     if (!s) return list;
+    // One entry per tcp interface, loopback only when there is no other:
+    // the tcp part is for peers on other hosts (those on this one go over
+    // shm), and a program that spreads its processes over the entries (Open
+    // MPI's mtl ofi gives local rank k the k-th) must not put one where no
+    // other host can reach it.
+    auto loopback = [](const fi_info& t) {
+      return ntohl(reinterpret_cast<const sockaddr_in*>(t.src_addr)->sin_addr.s_addr) >> 24 == IN_LOOPBACKNET;
+    };
+    std::vector<const fi_info*> parts;
     for (const info_ptr& t : *tt)
-      if (t->ep_attr->type == FI_EP_RDM && t->addr_format == FI_SOCKADDR_IN && t->src_addr)
+      if (t->ep_attr->type == FI_EP_RDM && t->addr_format == FI_SOCKADDR_IN && t->src_addr &&
+          t->src_addrlen == sizeof(sockaddr_in))
+        parts.push_back(t.get());
+    const bool other = std::any_of(parts.begin(), parts.end(), [&](const fi_info* t) { return !loopback(*t); });
+    for (const fi_info* t : parts)
+      if (!(other && loopback(*t)))
         if (fi_info* i = linked_template(*s, *t, version())) list.emplace_back(i);
     return list;
   }
