@@ -1,11 +1,13 @@
 // ucp_init / ucp_cleanup / context queries: a context opens one fabric and
 // domain per enabled transport (shm for this host, tcp for the network).
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 #include "ucp_int.hpp"
 
@@ -123,6 +125,29 @@ std::unique_ptr<domain_tp> open_transport(const config& c, uint8_t kind, bool wa
   return d;
 }
 
+// UCX_LOG_LEVEL=info: one line, once per process, naming the library in
+// use (weft's face, its version, where it and the libfabric under it were
+// loaded from) and the transports of the first context.
+void announce(const ucp_context& ctx) {
+  if (L_INFO > g_log_level) return;
+  static std::once_flag once;
+  std::call_once(once, [&ctx] {
+    Dl_info self{}, fabric{};
+    const char* ucp_path = dladdr(reinterpret_cast<void*>(&ucp_get_version_string), &self) && self.dli_fname
+                               ? self.dli_fname
+                               : "?";
+    const char* fabric_path =
+        dladdr(reinterpret_cast<void*>(&fi_getinfo), &fabric) && fabric.dli_fname ? fabric.dli_fname : "?";
+    std::string tps;
+    for (auto& d : ctx.tps)
+      tps += (tps.empty() ? "" : ", ") + std::string(tp_name(d->kind)) + " (libfabric provider " + d->prov_name +
+             (d->dev_name.empty() ? "" : ", device " + d->dev_name) + ")";
+    const uint32_t v = fi_version();
+    WUCP_LOG(L_INFO, "weft %s: UCP API %s from %s, over libfabric API %u.%u from %s; transports: %s", WEFT_VERSION,
+             ucp_get_version_string(), ucp_path, FI_MAJOR(v), FI_MINOR(v), fabric_path, tps.c_str());
+  });
+}
+
 }  // namespace
 }  // namespace wucp
 
@@ -188,6 +213,7 @@ UCP_EXPORT ucs_status_t ucp_init_version(unsigned api_major_version, unsigned ap
       WUCP_LOG(L_ERROR, "ucp_init: no usable transport (UCX_TLS)");
       return UCS_ERR_NO_DEVICE;
     }
+    announce(*ctx);
     *context_p = ctx.release();
     return UCS_OK;
   } catch (...) {

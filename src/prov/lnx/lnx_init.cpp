@@ -124,6 +124,20 @@ std::string format(const address& a) {
 
 namespace {
 
+// One entry per tcp interface, loopback only when there is no other: the
+// tcp part is for peers on other hosts (those on this one go over shm),
+// and a program that spreads its processes over the entries (Open MPI's
+// mtl ofi gives local rank k the k-th) must not put one where no other
+// host can reach it.
+std::vector<tcp::iface> offered_interfaces() {
+  std::vector<tcp::iface> ifs = tcp::interfaces(AF_INET);
+  auto loopback = [](const tcp::iface& f) {
+    return ntohl(reinterpret_cast<const sockaddr_in*>(&f.addr.ss)->sin_addr.s_addr) >> 24 == IN_LOOPBACKNET;
+  };
+  if (!std::all_of(ifs.begin(), ifs.end(), loopback)) std::erase_if(ifs, loopback);
+  return ifs;
+}
+
 constexpr provider::param lnx_params[] = {
     {"prov_links", FI_PARAM_STRING,
      "The providers the linked provider joins: shm+tcp (the default and the one link set offered)"},
@@ -204,9 +218,20 @@ public:
         freeaddrinfo(res);
         if (ret) return -FI_ENODATA;
       }
-      // Which interface this entry is for: its template's address.
+      // Which interface this entry is for: its template's address. The
+      // address (a destination: the one the kernel routes toward it from)
+      // picks the entry of the interface holding it, else the first entry.
       const bool own = mine.tcp.family() && mine.tcp.port() == 0;
-      if (own && a.tcp.family() && !tcp::entry_answers(mine.tcp, a.tcp, source)) return -FI_ENODATA;
+      if (own && a.tcp.family()) {
+        tcp::sock_addr local = a.tcp;
+        if (!source && tcp::default_src(&a.tcp, AF_INET, local)) local = tcp::sock_addr{};
+        const std::vector<tcp::iface> ifs = offered_interfaces();
+        const tcp::iface* by = nullptr;
+        for (const tcp::iface& f : ifs)
+          if (!by && tcp::same_host(f.addr, local)) by = &f;
+        if (!by && !ifs.empty()) by = &ifs.front();
+        if (!by || !tcp::same_host(by->addr, mine.tcp)) return -FI_ENODATA;
+      }
       auto set = [](void*& slot, size_t& len, const std::string& s) {
         if (s.empty()) return false;
         char* copy = dup_cstr(s.c_str());
@@ -239,23 +264,13 @@ protected:
     for (const info_ptr& i : *st)
       if (i->ep_attr->type == FI_EP_RDM && i->addr_format == FI_ADDR_STR) s = i.get();
     if (!s) return list;
-    // One entry per tcp interface, loopback only when there is no other:
-    // the tcp part is for peers on other hosts (those on this one go over
-    // shm), and a program that spreads its processes over the entries (Open
-    // MPI's mtl ofi gives local rank k the k-th) must not put one where no
-    // other host can reach it.
-    auto loopback = [](const fi_info& t) {
-      return ntohl(reinterpret_cast<const sockaddr_in*>(t.src_addr)->sin_addr.s_addr) >> 24 == IN_LOOPBACKNET;
-    };
-    std::vector<const fi_info*> parts;
-    for (const info_ptr& t : *tt)
-      if (t->ep_attr->type == FI_EP_RDM && t->addr_format == FI_SOCKADDR_IN && t->src_addr &&
-          t->src_addrlen == sizeof(sockaddr_in))
-        parts.push_back(t.get());
-    const bool other = std::any_of(parts.begin(), parts.end(), [&](const fi_info* t) { return !loopback(*t); });
-    for (const fi_info* t : parts)
-      if (!(other && loopback(*t)))
-        if (fi_info* i = linked_template(*s, *t, version())) list.emplace_back(i);
+    const std::vector<tcp::iface> ifs = offered_interfaces();
+    for (const info_ptr& t : *tt) {
+      if (t->ep_attr->type != FI_EP_RDM || t->addr_format != FI_SOCKADDR_IN || !t->src_addr) continue;
+      for (const tcp::iface& f : ifs)
+        if (f.name == t->domain_attr->name)
+          if (fi_info* i = linked_template(*s, *t, version())) list.emplace_back(i);
+    }
     return list;
   }
   // The parts' templates (tcp's follow the interfaces).

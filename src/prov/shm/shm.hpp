@@ -33,6 +33,7 @@
 #include "common/clock.hpp"
 #include "common/iov.hpp"
 #include "prov/shm/shm_proto.hpp"
+#include "util/absent_peers.hpp"
 #include "util/atomic_ops.hpp"
 #include "util/av.hpp"
 #include "util/domain.hpp"
@@ -228,6 +229,10 @@ std::string shm_name_of(const void* addr, size_t len);
 std::string endpoint_name(const fi_info* info, const char* kind);
 // The process a name made by endpoint_name belongs to (0: not such a name).
 int32_t pid_of_name(const std::string& name) noexcept;
+// The names of this user's enabled endpoints on this host (contexts of
+// scalable endpoints left out), from the kernel's list of abstract sockets.
+// Control path: it reads /proc/net/unix.
+std::vector<std::string> names_on_host();
 
 // ------------------------------------------------------------------ domain (shm_domain.cpp)
 // The provider's parameters, read at fi_domain.
@@ -416,6 +421,7 @@ struct ep : endpoint {
   int bell = -1;
   int timer = -1;
   bool armed = false;  // queue_ctl::sleeping set since the last progress
+  absent_peers absent;  // names sends keep finding nobody at (one warning each)
 
   ep() {
     for (auto& s : src_cache) s = FI_ADDR_NOTAVAIL;

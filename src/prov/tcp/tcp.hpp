@@ -30,6 +30,7 @@
 #include "prov/tcp/tcp_conn.hpp"
 #include "prov/tcp/tcp_peers.hpp"
 #include "prov/tcp/tcp_progress.hpp"
+#include "util/absent_peers.hpp"
 #include "util/atomic_ops.hpp"
 #include "util/domain.hpp"
 #include "util/ep.hpp"
@@ -209,6 +210,7 @@ struct ep final : endpoint {
   // (fi_trywait arms it); -1 when no wait object has an fd.
   int timer = -1;
   bool timer_armed = false;
+  absent_peers absent;  // RDM: addresses whose connections nobody answers (one warning each)
 
   static ep& of(endpoint& e) noexcept { return static_cast<ep&>(e); }
 };
