@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A send to an address where no endpoint ever appears: with FI_LOG_LEVEL=warn
 # weft logs one warning naming the address after 1 s of failed sends (none
-# before, none again after), for shm and tcp; without FI_LOG_LEVEL nothing
+# before, none again after), for shm, tcp and the linked provider; without
+# FI_LOG_LEVEL nothing
 # is printed. The client is examples/fabric/fi_hello.c (built against
 # Debian's headers), which retries the send until its deadline.
 set -euo pipefail
@@ -72,5 +73,14 @@ client tcp 127.0.0.1 "$port" 2.5 tcp_long
 grep -q "<warn> tcp: no endpoint at fi_sockaddr_in://127.0.0.1:$port after 1 s .*Connection refused" \
   "$T/tcp_long.err" || fail "tcp: the warning does not name fi_sockaddr_in://127.0.0.1:$port"
 
-sed -n 's/.*<warn> //p' "$T/shm_long.err" "$T/tcp_long.err"
+# ---- the linked provider: a node and service name a tcp address (its
+# parts report through it: the warning names the linked address, once).
+client lnx 127.0.0.1 "$port" 0.5 lnx_short
+[ "$(warnings lnx_short)" = 0 ] || fail "lnx: a warning before the bound (1 s)"
+client lnx 127.0.0.1 "$port" 2.5 lnx_long
+[ "$(warnings lnx_long)" = 1 ] || fail "lnx: expected exactly one warning, got $(warnings lnx_long)"
+grep -q "<warn> lnx: no endpoint at fi_lnx://;;127.0.0.1:$port after 1 s .*Connection refused" \
+  "$T/lnx_long.err" || fail "lnx: the warning does not name fi_lnx://;;127.0.0.1:$port"
+
+sed -n 's/.*<warn> //p' "$T/shm_long.err" "$T/tcp_long.err" "$T/lnx_long.err"
 echo "missing_peer: passed"

@@ -112,13 +112,13 @@ bool parse(const void* p, size_t len, address& out) {
   return !out.shm.empty() || out.tcp.family();
 }
 
-std::string format(const address& a) {
+std::string format(const address& a, bool fill_up) {
   char host[24] = "";
   if (a.host) snprintf(host, sizeof host, "%012llx", static_cast<unsigned long long>(a.host));
   std::string s = std::string(prefix) + host + ';' + a.shm + ';';
   if (a.tcp.family()) s += a.tcp.str();
   if (s.size() + 1 > addr_max) return {};
-  s.append(addr_max - 1 - s.size(), fill);  // one length for every address (see lnx.hpp)
+  if (fill_up) s.append(addr_max - 1 - s.size(), fill);  // one length for every name (see lnx.hpp)
   return s;
 }
 

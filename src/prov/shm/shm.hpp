@@ -421,7 +421,6 @@ struct ep : endpoint {
   int bell = -1;
   int timer = -1;
   bool armed = false;  // queue_ctl::sleeping set since the last progress
-  absent_peers absent;  // names sends keep finding nobody at (one warning each)
 
   ep() {
     for (auto& s : src_cache) s = FI_ADDR_NOTAVAIL;

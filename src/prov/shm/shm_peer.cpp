@@ -107,9 +107,9 @@ std::string similar_names(std::string_view addr) {
 // A send found no endpoint named as `dest`: -FI_EAGAIN, and once it has
 // lasted a while, the warning (absent_peers).
 [[gnu::cold, gnu::noinline]] void note_absent(ep& e, fi_addr_t dest) noexcept {
-  e.absent.note(
-      "shm", [&] { return shm_address(av_name(e, dest)); }, "each returned -FI_EAGAIN: nobody holds that name",
-      similar_names);
+  note_absent(
+      e, "shm", dest, [&] { return shm_address(av_name(e, dest)); },
+      "each returned -FI_EAGAIN: nobody holds that name", similar_names);
 }
 
 }  // namespace

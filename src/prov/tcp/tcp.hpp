@@ -210,7 +210,6 @@ struct ep final : endpoint {
   // (fi_trywait arms it); -1 when no wait object has an fd.
   int timer = -1;
   bool timer_armed = false;
-  absent_peers absent;  // RDM: addresses whose connections nobody answers (one warning each)
 
   static ep& of(endpoint& e) noexcept { return static_cast<ep&>(e); }
 };

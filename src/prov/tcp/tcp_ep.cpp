@@ -470,8 +470,8 @@ void ep_owner::on_sent(conn& c, tx_entry& t, int err) noexcept {
   const sock_addr& to = c.peer().addr;
   char how[96];
   snprintf(how, sizeof how, "each ended in an error completion: %s", fi_strerror(-err));
-  e.absent.note(
-      "tcp", [&] { return addr::to_string(FI_SOCKADDR, to.sa(), to.len); }, how);
+  const fi_addr_t dest = e.whole && e.av ? e.av->find(&to.ss, to.len) : FI_ADDR_NOTAVAIL;
+  note_absent(e, "tcp", dest, [&] { return addr::to_string(FI_SOCKADDR, to.sa(), to.len); }, how);
 }
 
 void ep_owner::on_closed(conn& c, int err) noexcept {
