@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The datagram suite over weft's udp with every rank on its own "host" (a
+# network namespace, tests/netns/netns.sh): three hosts on a clean link, so
+# the multicast test has its sender and both receivers on different hosts.
+# SKIPs (77) where namespaces cannot be made.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${1:?build dir}
+tests=$(cd "$build/bin" && pwd)/weft_unit_tests
+[ -x "$tests" ] || { echo "SKIP: $tests not built" >&2; exit 77; }
+export tests
+# Every rank takes its namespace's eth0 address (FI_UDP_IFACE, set by the
+# udp_hosts mode).
+bash "$here/netns.sh" -n 3 -- bash -c '"$tests" --gtest_filter="dgram/*udp_hosts*" --gtest_brief=1'
