@@ -511,6 +511,83 @@ TEST_P(udp_mp, MulticastTwoReceivers) {
   }, o);
 }
 
+// An endpoint receives the groups it joined, and no other: bound to every
+// interface at a port, it does not get the datagrams of a group someone
+// else on this host joined at that port (IP_MULTICAST_ALL off), and cannot
+// join a group at its own port (another socket cannot bind it); a group at
+// another port it joins delivers each datagram once.
+TEST_P(udp_mp, MulticastOnlyJoinedGroups) {
+  const sockaddr_in group = random_group();
+  mp_options o = dgram_opts(FI_MSG | FI_MULTICAST);
+  o.eq = true;
+  mp_run(1, [&group](mp_peer& p) {
+    fid_cq* cq = nullptr;
+    fid_ep* ep = nullptr;
+    fi_cq_attr ca{};
+    ca.format = FI_CQ_FORMAT_TAGGED;
+    ASSERT_EQ(fi_cq_open(p.domain, &ca, &cq, nullptr), 0);
+    ASSERT_EQ(fi_endpoint(p.domain, p.info, &ep, nullptr), 0);
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    any.sin_port = group.sin_port;
+    ASSERT_EQ(fi_setname(&ep->fid, &any, sizeof any), 0);
+    ASSERT_EQ(fi_ep_bind(ep, &p.av->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_ep_bind(ep, &p.eq->fid, 0), 0);
+    ASSERT_EQ(fi_enable(ep), 0);
+    sockaddr_in name{};
+    size_t len = sizeof name;
+    ASSERT_EQ(fi_getname(&ep->fid, &name, &len), 0);
+    EXPECT_NE(name.sin_addr.s_addr, htonl(INADDR_ANY)) << "peers are told an address they can reach";
+    EXPECT_EQ(name.sin_port, group.sin_port);
+    fid_mc* mc = nullptr;
+    EXPECT_EQ(fi_join(ep, &group, FI_RECV, &mc, nullptr), -FI_EADDRINUSE) << "its own port";
+    char in[2][16] = {};
+    for (auto& b : in) ASSERT_EQ(fi_recv(ep, b, sizeof b, nullptr, FI_ADDR_UNSPEC, b), 0);
+    // A plain socket joins the group on the endpoint's interface and sends
+    // it a well-formed message at the endpoint's port.
+    const int s = socket(AF_INET, SOCK_DGRAM, 0);
+    ASSERT_GE(s, 0);
+    ip_mreq mreq{group.sin_addr, name.sin_addr};
+    ASSERT_EQ(setsockopt(s, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof mreq), 0);
+    ASSERT_EQ(setsockopt(s, IPPROTO_IP, IP_MULTICAST_IF, &name.sin_addr, sizeof name.sin_addr), 0);
+    const weft::udp::header h = weft::udp::encode(false, 0, false, 0);
+    unsigned char d[sizeof h + 6];
+    memcpy(d, &h, sizeof h);
+    memcpy(d + sizeof h, "group", 6);
+    ASSERT_EQ(sendto(s, d, sizeof d, 0, reinterpret_cast<const sockaddr*>(&group), sizeof group),
+              static_cast<ssize_t>(sizeof d));
+    memcpy(d + sizeof h, "direc", 6);
+    ASSERT_EQ(sendto(s, d, sizeof d, 0, reinterpret_cast<const sockaddr*>(&name), sizeof name),
+              static_cast<ssize_t>(sizeof d));
+    fi_cq_tagged_entry ce;
+    auto collect = [&](std::vector<std::string>& got) {
+      const auto t0 = std::chrono::steady_clock::now();
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300))
+        if (fi_cq_read(cq, &ce, 1) == 1 && (ce.flags & FI_RECV))
+          got.push_back(std::string(static_cast<char*>(ce.op_context)) +
+                        ((ce.flags & FI_MULTICAST) ? " (multicast)" : ""));
+    };
+    std::vector<std::string> got;
+    collect(got);
+    EXPECT_EQ(got, std::vector<std::string>{"direc"}) << "a group it did not join";
+    close(s);
+    // A group at another port: joined, each datagram once.
+    sockaddr_in other = group;
+    other.sin_port = htons(static_cast<uint16_t>(ntohs(group.sin_port) ^ 1));
+    ASSERT_EQ(fi_join(ep, &other, 0, &mc, nullptr), 0);  // to send and to receive
+    iovec iov{const_cast<char*>("once"), 5};
+    fi_msg m{&iov, nullptr, 1, fi_mc_addr(mc), nullptr, 0};
+    ASSERT_EQ(fi_sendmsg(ep, &m, FI_MULTICAST), 0);
+    got.clear();
+    collect(got);
+    EXPECT_EQ(got, std::vector<std::string>{"once (multicast)"});
+    EXPECT_EQ(fi_close(&mc->fid), 0);
+    EXPECT_EQ(fi_close(&ep->fid), 0);
+    EXPECT_EQ(fi_close(&cq->fid), 0);
+  }, o);
+}
+
 // fi_join's refusals: an endpoint without FI_MULTICAST, without an EQ, or
 // not enabled yet.
 TEST_P(udp_mp, JoinRefusals) {

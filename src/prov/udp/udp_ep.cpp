@@ -64,9 +64,12 @@ int enable(endpoint& base) {
   }
   addr_from(&bound, sizeof bound, e.name);
   // Multicast leaves through the endpoint's own interface (loopback by
-  // default), never through whatever the routing table prefers.
-  if (setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &e.name.sin_addr, sizeof e.name.sin_addr)) {
-    const int ret = -errno;
+  // default), never through whatever the routing table prefers; and only a
+  // group's own socket receives it (a socket bound to every interface would
+  // otherwise get the datagrams of any group joined on this host at its port).
+  int ret = setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &e.name.sin_addr, sizeof e.name.sin_addr) ? -errno : 0;
+  if (!ret) ret = set_int(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0);
+  if (ret) {
     ::close(fd);
     return ret;
   }
