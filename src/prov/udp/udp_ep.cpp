@@ -62,18 +62,20 @@ int enable(endpoint& base) {
     bound = default_addr(nullptr);
     bound.sin_port = port;
   }
-  addr_from(&bound, sizeof bound, e.name);
+  sockaddr_in name;
+  addr_from(&bound, sizeof bound, name);
   // Multicast leaves through the endpoint's own interface (loopback by
   // default), never through whatever the routing table prefers; and only a
   // group's own socket receives it (a socket bound to every interface would
   // otherwise get the datagrams of any group joined on this host at its port).
-  int ret = setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &e.name.sin_addr, sizeof e.name.sin_addr) ? -errno : 0;
+  int ret = setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &name.sin_addr, sizeof name.sin_addr) ? -errno : 0;
   if (!ret) ret = set_int(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0);
   if (ret) {
     ::close(fd);
     return ret;
   }
   e.sock = fd;
+  e.name = name;
   e.named = true;
   (void)ep_watch_fd(e, fd, true);
   WEFT_DEBUG(FI_LOG_EP_CTRL, "udp: endpoint enabled at %s, max_msg_size %zu", addr_str(e.name).c_str(),
