@@ -379,8 +379,14 @@ struct assembly {
 };
 
 // ------------------------------------------------------------------ endpoint (shm_ep.cpp)
+// FI_EP_DGRAM endpoints: RDM's protocol for what fits one cell, with RMA,
+// atomics, fragments and rendezvous left out. A larger message is refused
+// (-FI_EMSGSIZE); one of another protocol that arrives is refused back.
+inline constexpr size_t dgram_max = inject_max;  // max_msg_size: one cell's payload
+
 struct ep : endpoint {
   std::string name;  // our endpoint name (address "fi_shm://<name>")
+  bool dgram = false;  // FI_EP_DGRAM
   config cfg;
   name_claim claim;
   mapping region;
