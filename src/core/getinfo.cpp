@@ -37,7 +37,7 @@ bool allowed_by_env(const char* prov) {
   bool exclude = env[0] == '^';
   bool listed = false;
   for (const std::string& name : split(exclude ? env + 1 : env, ','))
-    if (name == prov) listed = true;
+    if (names_provider(name.c_str(), prov)) listed = true;
   return exclude ? !listed : listed;
 }
 
@@ -45,7 +45,7 @@ bool allowed_by_env(const char* prov) {
 // weft's providers are not layered, so the whole name must match.
 bool allowed_by_hints(const fi_info* hints, const char* prov) {
   if (!hints || !hints->fabric_attr || !hints->fabric_attr->prov_name) return true;
-  return strcasecmp(hints->fabric_attr->prov_name, prov) == 0;
+  return names_provider(hints->fabric_attr->prov_name, prov);
 }
 
 bool subset(uint64_t want, uint64_t have) {
@@ -314,7 +314,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   int last_err = -FI_ENODATA;
   const provider* taken_from = nullptr;
   for (provider* prov : providers()) {
-    if (!allowed_by_env(prov->name()) || !allowed_by_hints(hints, prov->name())) continue;
+    if (!offered(prov) || !allowed_by_env(prov->name()) || !allowed_by_hints(hints, prov->name())) continue;
     auto templates = prov->templates();
     for (const info_ptr& tp : *templates) {
       const fi_info* t = tp.get();

@@ -34,7 +34,7 @@ int default_src(const sock_addr* toward, int family, sock_addr& out) noexcept {
   }
   // Else the interface FI_TCP_IFACE names, else loopback: an endpoint with
   // no address given and no peer named is reachable on this host only.
-  const char* iface = getenv("FI_TCP_IFACE");
+  const char* iface = param_raw("tcp", "iface");
   ifaddrs* ifs = nullptr;
   if (iface && *iface && getifaddrs(&ifs) == 0) {
     for (ifaddrs* i = ifs; i; i = i->ifa_next) {
