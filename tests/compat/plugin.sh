@@ -3,7 +3,8 @@
 # plugin exports fi_prov_ini alone and needs no libfabric; Debian's fi_info,
 # with FI_PROVIDER_PATH naming the build's plugin folder, lists them beside
 # its own providers, with their attributes and their FI_WEFT_* variables,
-# and FI_PROVIDER selects them (fi_pingpong with no -p runs over weft_shm).
+# and FI_PROVIDER selects them (fi_pingpong with no -p runs over weft_shm);
+# a process on a plugin talks to one on weft's own library.
 #   plugin.sh BUILD
 set -euo pipefail
 build=${1:?build dir}
@@ -68,6 +69,20 @@ wait "$srv" || { cat "/tmp/plugin_srv.$$"; fail "FI_PROVIDER=weft_shm fi_pingpon
 tail -1 "/tmp/plugin_cli.$$"
 rm -f "/tmp/plugin_srv.$$" "/tmp/plugin_cli.$$"
 echo "ok: FI_PROVIDER=weft_shm fi_pingpong"
+
+# A process on the plugin and one on weft's own library talk to each other:
+# the same addresses and wire formats under either name.
+for p in shm tcp; do
+  port=$(free_tcp_port)
+  LD_LIBRARY_PATH=$build/lib timeout 60 fi_pingpong -p $p -e rdm -I 10 -S 65536 -c -B "$port" >"/tmp/plugin_srv.$$" 2>&1 &
+  srv=$!
+  wait_listen "$port" "$srv" || { cat "/tmp/plugin_srv.$$"; fail "fi_pingpong server ($p) did not start"; }
+  timeout 60 fi_pingpong -p weft_$p -e rdm -I 10 -S 65536 -c -P "$port" 127.0.0.1 >"/tmp/plugin_cli.$$" 2>&1 ||
+    { cat "/tmp/plugin_cli.$$"; fail "weft_$p client against a $p server on weft's library"; }
+  wait "$srv" || { cat "/tmp/plugin_srv.$$"; fail "$p server on weft's library against a weft_$p client"; }
+done
+rm -f "/tmp/plugin_srv.$$" "/tmp/plugin_cli.$$"
+echo "ok: weft_shm and weft_tcp talk to shm and tcp of weft's own library"
 
 # Without FI_PROVIDER_PATH Debian's libfabric does not see the build's plugins
 # (unless the Debian package is installed: then it sees those).
