@@ -87,12 +87,9 @@ void declare_params(const weft::provider& prov) {
 
 // NULL (the host then skips the file) if the provider is not in this build.
 extern "C" __attribute__((visibility("default"))) fi_provider* fi_prov_ini(void) {
-  static const char* const name = [] {
-    static char buf[64];
-    snprintf(buf, sizeof buf, "%s%s", plugin_prefix, WEFT_PLUGIN_PROVIDER);
-    return buf;
-  }();
+  static char name[64];
   if (plugin.name) return &plugin;  // called again: already set up
+  snprintf(name, sizeof name, "%s%s", plugin_prefix, WEFT_PLUGIN_PROVIDER);
   weft::set_name_prefix(plugin_prefix);
   weft::provider* prov = weft::find_provider(name);
   if (!prov) return nullptr;
