@@ -90,6 +90,8 @@ out=$(env -u LD_LIBRARY_PATH weft run fi_info -l) || fail "weft run fi_info -l"
 grep -q '^shm:' <<<"$out" && ! grep -q '^weft_shm:' <<<"$out" || { echo "$out"; fail "weft run fi_info -l"; }
 out=$(env -u FI_PROVIDER_PATH -u LD_LIBRARY_PATH weft info) || fail "weft info"
 grep -q 'it loads these plugins' <<<"$out" || { echo "$out"; fail "weft info does not see the plugins loaded"; }
+grep -q "as run now: .*libfabric.*(not weft's)" <<<"$out" && grep -q "under weft run:  $libdir/weft/libfabric.so.1.*(weft's)" <<<"$out" ||
+  { echo "$out"; fail "weft info does not tell the system's libfabric from weft's"; }
 ok "weft run, weft info"
 for page in weft.1 weft-perf.1 rsm-perf.1 weft.7 fi_weft_shm.7 fi_weft_tcp.7; do
   where=$(man -w "${page##*.}" "${page%.*}" 2>/dev/null) || fail "man does not find ${page%.*}(${page##*.})"
