@@ -3,8 +3,10 @@
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
-.PHONY: all setup build demo test test-release test-asan test-tsan compare clean
+.PHONY: all setup build demo test test-release test-asan test-tsan compare install deb clean
 
 all: build
 
@@ -34,19 +36,28 @@ test-asan: setup
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=address,undefined >/dev/null
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -E 'compat\.(fi_info_real|weft_perf_smoke|fi_pingpong_shm|fi_pingpong_tcp|fi_pingpong_dgram|diagnostics)|netns\.fi_pingpong'
+	  ctest --output-on-failure -j $(JOBS) -E 'compat\.(fi_info_real|weft_perf_smoke|fi_pingpong_shm|fi_pingpong_tcp|fi_pingpong_dgram|diagnostics|plugin)|netns\.fi_pingpong'
 
 # ThreadSanitizer covers the parts that run threads: blocking reads woken by
 # other threads, wait sets, counters, concurrent CQ writers. It builds the
-# unit tests only: the tests that load weft into Debian's programs and the
-# fuzz corpus replay are left out.
+# unit tests only (and the multi-process suites over the plugins, whose
+# program is instrumented): the tests that load weft into Debian's programs
+# and the fuzz corpus replay are left out.
 test-tsan: setup
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread >/dev/null
-	cmake --build build-tsan -j $(JOBS) --target weft_unit_tests delay_link
+	cmake --build build-tsan -j $(JOBS) --target weft_unit_tests weft_plugin_tests delay_link man
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E 'compat\.|netns\.fi_pingpong|fuzz\.'
 
 compare: build
 	bash bench/compare.sh $(BUILD)
+
+# Install into PREFIX (DESTDIR honoured): the layout is in cmake/install_files.cmake.
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+# The Debian package, $(BUILD)/weft_<version>_<arch>.deb (scripts/deb.sh).
+deb: build
+	bash scripts/deb.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan

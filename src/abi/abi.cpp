@@ -15,11 +15,6 @@
 #include "core/info.hpp"
 #include "util/fabric.hpp"
 
-namespace weft {
-int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
-            fi_info** info);
-}
-
 namespace {
 
 // Sizes of each structure as ABI 1.0/1.1/1.2 defined it: the offset of the

@@ -43,9 +43,9 @@ bool allowed_by_env(const provider& prov) {
   const std::vector<std::string> parts = split(prov.links() ? prov.links() : "", '+');
   bool listed = false;
   for (const std::string& name : split(exclude ? env + 1 : env, ',')) {
-    if (name == prov.name()) listed = true;
+    if (names_provider(name.c_str(), prov.name())) listed = true;
     if (exclude)
-      for (const std::string& part : parts) listed |= name == part;
+      for (const std::string& part : parts) listed |= names_provider(name.c_str(), part.c_str());
   }
   return exclude ? !listed : listed;
 }
@@ -54,7 +54,7 @@ bool allowed_by_env(const provider& prov) {
 // weft's providers are not layered, so the whole name must match.
 bool allowed_by_hints(const fi_info* hints, const char* prov) {
   if (!hints || !hints->fabric_attr || !hints->fabric_attr->prov_name) return true;
-  return strcasecmp(hints->fabric_attr->prov_name, prov) == 0;
+  return names_provider(hints->fabric_attr->prov_name, prov);
 }
 
 bool subset(uint64_t want, uint64_t have) {
@@ -455,7 +455,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   const bool explain = log_enabled(FI_LOG_WARN, FI_LOG_CORE, "core");
   std::vector<refusal> refusals;
   for (provider* prov : providers()) {
-    if (!allowed_by_hints(hints, prov->name())) continue;
+    if (!offered(prov) || !allowed_by_hints(hints, prov->name())) continue;
     if (!allowed_by_env(*prov)) {
       if (explain) refusals.push_back({prov, left_out});
       continue;

@@ -18,4 +18,8 @@ using info_ptr = std::unique_ptr<fi_info, info_deleter>;
 
 char* dup_cstr(const char* s);  // strdup that throws on ENOMEM, NULL-preserving
 
+// fi_getinfo over the offered providers (getinfo.cpp); may throw.
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
+            fi_info** info);
+
 }  // namespace weft

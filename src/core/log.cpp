@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/export.hpp"
+#include "core/provider.hpp"
 
 namespace weft {
 namespace {
@@ -62,7 +63,8 @@ bool log_enabled(fi_log_level level, fi_log_subsys subsys, const char* prov) noe
   if (c.level < 0 || static_cast<int>(level) > c.level) return false;
   if (static_cast<unsigned>(subsys) < FI_LOG_SUBSYS_MAX && !(c.subsys_mask & (1u << subsys))) return false;
   if (!c.prov.empty() && prov) {
-    bool match = c.prov == prov;
+    // A provider by the name applications know it by ("weft_shm" in a plugin).
+    bool match = strcmp(prov, "core") ? names_provider(c.prov.c_str(), prov) : c.prov == prov;
     if (match == c.prov_exclude) return false;
   }
   return true;

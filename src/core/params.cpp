@@ -54,7 +54,8 @@ bool parse_bool(const char* s, bool* out) {
 std::string param_env_name(const char* prov, const char* name) {
   std::string env = "FI_";
   if (prov && *prov) {
-    for (const char* c = prov; *c; ++c) env += static_cast<char>(toupper(static_cast<unsigned char>(*c)));
+    for (const char* c : {name_prefix(), prov})
+      for (; *c; ++c) env += static_cast<char>(toupper(static_cast<unsigned char>(*c)));
     env += '_';
   }
   for (const char* c = name; *c; ++c) env += static_cast<char>(toupper(static_cast<unsigned char>(*c)));
@@ -77,6 +78,7 @@ const char* param_raw(const char* prov, const char* name) noexcept {
   };
   put("FI_");
   if (prov && *prov) {
+    put(name_prefix());
     put(prov);
     put("_");
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Configuration parameters, read from the environment with libfabric's naming:
-// FI_<NAME> for the core, FI_<PROV>_<NAME> for a provider.
+// FI_<NAME> for the core, FI_<PROV>_<NAME> for a provider (<PROV> is the name
+// applications know it by: FI_WEFT_SHM_* for the weft_shm plugin, provider.hpp).
 #include <rdma/fabric.h>
 
 #include <cstddef>

@@ -3,10 +3,14 @@
 #include <climits>
 #include <cstring>
 #include <new>
+#include <string>
+
+#include "core/provider.hpp"
 
 namespace weft {
 
 fi_info* make_template(const template_spec& spec) {
+  const std::string name = std::string(name_prefix()) + spec.name;  // as applications know it
   info_ptr info(info_alloc());
   fi_info* i = info.get();
   if (!i) throw std::bad_alloc();
@@ -32,7 +36,7 @@ fi_info* make_template(const template_spec& spec) {
   i->ep_attr->tx_ctx_cnt = 1;
   i->ep_attr->rx_ctx_cnt = 1;
   fi_domain_attr* d = i->domain_attr;
-  d->name = dup_cstr(spec.name);
+  d->name = dup_cstr(name.c_str());
   d->threading = FI_THREAD_SAFE;
   d->control_progress = FI_PROGRESS_AUTO;
   d->data_progress = FI_PROGRESS_MANUAL;
@@ -53,8 +57,8 @@ fi_info* make_template(const template_spec& spec) {
   d->mr_iov_limit = 4;
   d->max_err_data = 64;
   d->mr_cnt = 65536;
-  i->fabric_attr->name = dup_cstr(spec.name);
-  i->fabric_attr->prov_name = dup_cstr(spec.name);
+  i->fabric_attr->name = dup_cstr(name.c_str());
+  i->fabric_attr->prov_name = dup_cstr(name.c_str());
   i->fabric_attr->prov_version = spec.prov_version;
   i->fabric_attr->api_version = FI_VERSION(1, 17);
   return info.release();

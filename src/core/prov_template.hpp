@@ -34,7 +34,7 @@ inline constexpr uint64_t mr_basic_map = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_
 // (queue sizes, iov limits, key and CQ data sizes, progress, threading, the
 // preferred mr_mode FI_MR_VIRT_ADDR) is common. Throws std::bad_alloc.
 struct template_spec {
-  const char* name;  // provider, fabric and domain name
+  const char* name;  // provider, fabric and domain name (the provider's own: make_template prefixes it)
   uint32_t prov_version;
   uint64_t caps;
   uint32_t addr_format;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <utility>
 
 #include "core/params.hpp"
@@ -24,6 +25,8 @@ std::vector<provider*>& ordered() {
   static std::vector<provider*> list;
   return list;
 }
+const char* prefix = "";
+const provider* only = nullptr;
 }  // namespace
 
 void register_provider(provider* p, int rank) {
@@ -40,9 +43,36 @@ const std::vector<provider*>& providers() {
 }
 
 provider* find_provider(const char* name) {
-  if (!name) return nullptr;
   for (provider* p : providers())
-    if (!strcmp(p->name(), name)) return p;
+    if (names_provider(name, p->name())) return p;
+  return nullptr;
+}
+
+void set_name_prefix(const char* p) noexcept {
+  prefix = p ? p : "";
+}
+
+const char* name_prefix() noexcept {
+  return prefix;
+}
+
+bool names_provider(const char* prov_name, const char* own) noexcept {
+  if (!prov_name || !own) return false;
+  const size_t n = strlen(prefix);
+  return !strncasecmp(prov_name, prefix, n) && !strcasecmp(prov_name + n, own);
+}
+
+void offer_only(const provider* p) noexcept {
+  only = p;
+}
+
+bool offered(const provider* p) noexcept {
+  return !only || only == p;
+}
+
+provider* provider_named(const char* own) noexcept {
+  for (provider* p : providers())
+    if (own && !strcmp(p->name(), own)) return p;
   return nullptr;
 }
 

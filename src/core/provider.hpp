@@ -98,8 +98,27 @@ private:
 
 // Registered providers in preference order (lower rank first).
 const std::vector<provider*>& providers();
+// The provider an application names (fi_info's prov_name, a fabric's name).
 provider* find_provider(const char* name);
+// The provider whose own name() is `own` (a provider made of others finds
+// its parts so, whatever prefix applications see).
+provider* provider_named(const char* own) noexcept;
 void register_provider(provider* p, int rank);
+
+// The name applications know a provider by (fi_info's prov_name, FI_PROVIDER,
+// FI_LOG_PROV, its FI_<PROV>_* variables) is its own name() behind a prefix:
+// none in weft's libfabric.so.1; "weft_" when the provider is a plugin of
+// another libfabric (src/plugin), so "weft_shm" lives beside that library's
+// own "shm". Addresses, wire formats and shared-memory names keep name().
+// Set once, before anything else runs.
+void set_name_prefix(const char* prefix) noexcept;
+const char* name_prefix() noexcept;
+// Whether an application's `prov_name` names the provider whose own name is `own`.
+bool names_provider(const char* prov_name, const char* own) noexcept;
+// A plugin answers for one provider: fi_getinfo then offers that one only
+// (the others it carries may serve it as parts). nullptr: all.
+void offer_only(const provider* p) noexcept;
+bool offered(const provider* p) noexcept;
 
 template <class P>
 struct provider_registrar {

@@ -135,7 +135,7 @@ int domain_open(fabric& fab, fi_info* info, fid_domain** out, void* context) noe
   return guard([&]() -> int {
     if (!info || !out || !info->domain_attr) return -FI_EINVAL;
     if (info->fabric_attr && info->fabric_attr->prov_name &&
-        strcasecmp(info->fabric_attr->prov_name, fab.prov->name()))
+        !names_provider(info->fabric_attr->prov_name, fab.prov->name()))
       return -FI_EINVAL;
     auto templates = fab.prov->templates();
     const fi_info* tmpl = nullptr;

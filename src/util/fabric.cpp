@@ -78,7 +78,7 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context, uint32_t 
     prov = find_provider(attr->name);  // a provider's fabric carries its name
   }
   if (!prov) return -FI_ENODATA;
-  if (attr->name && strcmp(attr->name, prov->name())) return -FI_ENODATA;
+  if (attr->name && !names_provider(attr->name, prov->name())) return -FI_ENODATA;
   if (api_version == 0) api_version = FI_VERSION(1, 0);
   if (FI_MAJOR(api_version) != 1 ||
       FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), api_version))
@@ -91,7 +91,7 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context, uint32_t 
   fab->fid_.ops = &fabric_ops;
   fab->fid_.api_version = api_version;
   fab->prov = prov;
-  fab->name = prov->name();
+  fab->name = std::string(name_prefix()) + prov->name();
   fab->api_version = api_version;
   WEFT_INFO(FI_LOG_FABRIC, "opened fabric %s (api %u.%u)", fab->name.c_str(), FI_MAJOR(api_version),
             FI_MINOR(api_version));

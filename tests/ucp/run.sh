@@ -47,51 +47,8 @@ check_libs() {
   fi
 }
 
-# hello world: a server, then a client connecting to it once it listens; the
-# port is picked among free ones and another is tried if the server cannot
-# bind it (another test took it in between).
-hello_pair() {  # prog mode_args... -> sets srv_rc cli_rc, logs in $tmp/{srv,cli}.log
-  local prog=$1
-  shift
-  local try port spid i
-  for try in 1 2 3 4 5; do
-    port=$(free_tcp_port)
-    # line-buffered, so that "Waiting for connection" shows when it is printed
-    timeout 60 stdbuf -oL "$prog" "$@" -p $port >"$tmp/srv.log" 2>&1 &
-    spid=$!
-    pids+=($spid)
-    # the example prints this once its out-of-band socket listens
-    for i in $(seq 1 200); do
-      grep -q 'Waiting for connection' "$tmp/srv.log" 2>/dev/null && break
-      kill -0 $spid 2>/dev/null || break
-      sleep 0.05
-    done
-    if ! grep -q 'Waiting for connection' "$tmp/srv.log"; then
-      wait $spid
-      srv_rc=$?
-      grep -q 'Failed to open server socket' "$tmp/srv.log" && continue  # the port was taken
-      cli_rc=-1
-      return 0
-    fi
-    timeout 60 "$prog" "$@" -n 127.0.0.1 -p $port >"$tmp/cli.log" 2>&1
-    cli_rc=$?
-    # A client that ended before the server had its address (seen once in a
-    # loaded ASan run: the server still waiting for the connection, the
-    # client's log not kept) leaves the server waiting: say so, show both
-    # logs, and try once more. A second such pair fails the checks below.
-    if ((try == 1)) && ! grep -q 'receive handler called' "$tmp/srv.log" && kill -0 $spid 2>/dev/null; then
-      kill $spid 2>/dev/null
-      wait $spid 2>/dev/null
-      echo "WARN: the server never got the client's address (client rc $cli_rc); retrying once. Logs:"
-      cat "$tmp/srv.log" "$tmp/cli.log"
-      continue
-    fi
-    wait $spid
-    srv_rc=$?
-    return 0
-  done
-  cli_rc=-1
-}
+# hello_pair: Debian's hello world as server and client (tests/lib/ucp_hello.sh).
+. "$here/../lib/ucp_hello.sh"
 
 case $group in
 symbols)
@@ -218,11 +175,7 @@ netns)
     local spid=$!
     pids+=($spid)
     # the server is listening once it says so (hello world / client_server)
-    for i in $(seq 1 200); do
-      grep -q 'Waiting for connection\|listening on IP' "$tmp/ns_srv.log" 2>/dev/null && break
-      kill -0 $spid 2>/dev/null || break
-      sleep 0.05
-    done
+    wait_said "$tmp/ns_srv.log" $spid 'Waiting for connection\|listening on IP'
     local rc
     for i in 1 2 3 4 5; do
       ip netns exec $nsb env "${envs[@]}" timeout 60 $cargs >"$tmp/ns_cli.log" 2>&1

@@ -18,10 +18,34 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace weft_test {
+
+// The suites run over weft's own libfabric.so.1 (weft_unit_tests) and again
+// over weft's plugins in Debian's libfabric (weft_plugin_tests, built with
+// WEFT_TEST_PROV_PREFIX="weft_"), where a provider is known as weft_<name>
+// and reads FI_WEFT_<NAME>_* variables.
+#ifndef WEFT_TEST_PROV_PREFIX
+#define WEFT_TEST_PROV_PREFIX ""
+#endif
+// The name the program knows the provider `own` by.
+inline const char* prov_name(const char* own) {
+  static std::map<std::string, std::string> names;
+  auto [it, added] = names.try_emplace(own, std::string(WEFT_TEST_PROV_PREFIX) + own);
+  return it->second.c_str();
+}
+// A provider's variable as the program reads it: "FI_SHM_X=1" -> "FI_WEFT_SHM_X=1".
+inline std::string prov_var(const char* var) {
+  std::string prefix = WEFT_TEST_PROV_PREFIX;
+  for (char& c : prefix) c = static_cast<char>(toupper(static_cast<unsigned char>(c)));
+  std::string v = var;
+  return v.rfind("FI_", 0) == 0 ? "FI_" + prefix + v.substr(3) : v;
+}
 
 // A TCP port nobody on 127.0.0.1 uses right now (the kernel's choice), for
 // tests that name an address in full and must not collide with others.
@@ -86,7 +110,7 @@ inline bool offered(const char* prov) {
   return ret == 0;
 }
 
-// Every provider fi_getinfo offers, in its order (a provider that offers
+// Every weft provider fi_getinfo offers, in its order (a provider that offers
 // nothing yet, such as tcp before its endpoints exist, has no tests to run).
 inline std::vector<const char*> offered_providers() {
   static std::vector<std::string> names;
@@ -95,7 +119,8 @@ inline std::vector<const char*> offered_providers() {
     fi_info* all = nullptr;
     if (fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &all) == 0)
       for (fi_info* i = all; i; i = i->next)
-        if (std::find(names.begin(), names.end(), i->fabric_attr->prov_name) == names.end())
+        if (std::find(names.begin(), names.end(), i->fabric_attr->prov_name) == names.end() &&
+            !strncmp(i->fabric_attr->prov_name, WEFT_TEST_PROV_PREFIX, strlen(WEFT_TEST_PROV_PREFIX)))
           names.emplace_back(i->fabric_attr->prov_name);
     fi_freeinfo(all);
     for (const std::string& n : names) out.push_back(n.c_str());

@@ -116,6 +116,29 @@ const mp_mode all_modes[] = {
     {"lnx_hosts", "lnx", nullptr, false},
 };
 const mp_mode* running = nullptr;
+
+// all_modes with provider and variable names as the program knows them
+// (prov_name, prov_var): the same list in each binary.
+const std::vector<mp_mode>& known_modes() {
+  static std::vector<std::string> vars;
+  static std::vector<mp_mode> modes;
+  if (modes.empty()) {
+    vars.reserve(std::size(all_modes));
+    for (const mp_mode& m : all_modes) {
+      mp_mode k = m;
+      k.prov = prov_name(m.prov);
+      if (m.env) k.env = vars.emplace_back(prov_var(m.env)).c_str();
+      modes.push_back(k);
+    }
+  }
+  return modes;
+}
+
+#ifdef WEFT_TEST_PLUGIN_DIR
+// weft_plugin_tests: Debian's libfabric loads weft's plugins from the build,
+// unless FI_PROVIDER_PATH already names a folder (an installed prefix's).
+const bool plugin_path_set = setenv("FI_PROVIDER_PATH", WEFT_TEST_PLUGIN_DIR, 0) == 0;
+#endif
 }  // namespace
 
 bool is_hosts_mode(const mp_mode& m) {
@@ -125,9 +148,11 @@ bool is_hosts_mode(const mp_mode& m) {
 std::vector<mp_mode> mp_modes(const char* only_prov) {
   std::vector<mp_mode> out;
   const bool hosts = getenv("WEFT_NS_1") != nullptr;
-  for (const mp_mode& m : all_modes)
-    if ((!only_prov || !strcmp(m.prov, only_prov)) && offered(m.prov) && is_hosts_mode(m) == hosts)
+  for (size_t i = 0; i < std::size(all_modes); ++i) {
+    const mp_mode& m = known_modes()[i];
+    if ((!only_prov || !strcmp(all_modes[i].prov, only_prov)) && offered(m.prov) && is_hosts_mode(m) == hosts)
       out.push_back(m);
+  }
   return out;
 }
 
@@ -150,7 +175,7 @@ bool enter_host(int rank) {
 }  // namespace
 
 const mp_mode& current_mode() {
-  return running ? *running : all_modes[0];
+  return running ? *running : known_modes()[0];
 }
 
 void mp_test::SetUp() {

@@ -79,18 +79,18 @@ TEST(ShmSourceAddress, FilledLikeLibfabric) {
     fi_info* all = nullptr;
     ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &all), 0);
     for (fi_info* i = all; i; i = i->next) {
-      if (strcmp(i->fabric_attr->prov_name, "shm")) continue;
+      if (strcmp(i->fabric_attr->prov_name, weft_test::prov_name("shm"))) continue;
       ASSERT_NE(i->src_addr, nullptr) << "no hints";
       EXPECT_EQ(i->src_addrlen, own.size() + 1);
       EXPECT_STREQ(static_cast<char*>(i->src_addr), own.c_str());
     }
     fi_freeinfo(all);
   }
-  fi_info* no_node = getinfo("shm", nullptr, nullptr, 0);
+  fi_info* no_node = getinfo(weft_test::prov_name("shm"), nullptr, nullptr, 0);
   ASSERT_NE(no_node, nullptr);
   EXPECT_STREQ(static_cast<char*>(no_node->src_addr), own.c_str());
   fi_freeinfo(no_node);
-  fi_info* to_peer = getinfo("shm", "127.0.0.1", "4711", 0);
+  fi_info* to_peer = getinfo(weft_test::prov_name("shm"), "127.0.0.1", "4711", 0);
   ASSERT_NE(to_peer, nullptr);
   EXPECT_STREQ(static_cast<char*>(to_peer->dest_addr), "fi_shm://127.0.0.1:4711");
   EXPECT_STREQ(static_cast<char*>(to_peer->src_addr), own.c_str()) << "and our own address beside it";
@@ -98,7 +98,7 @@ TEST(ShmSourceAddress, FilledLikeLibfabric) {
   // FI_SOURCE with node and service: the address spelled out in full is
   // the one the endpoint gets.
   const std::string service = std::to_string(20000 + getpid() % 20000);
-  fi_info* src = getinfo("shm", "127.0.0.1", service.c_str(), FI_SOURCE);
+  fi_info* src = getinfo(weft_test::prov_name("shm"), "127.0.0.1", service.c_str(), FI_SOURCE);
   ASSERT_NE(src, nullptr);
   const std::string full = "fi_shm://127.0.0.1:" + service;
   EXPECT_STREQ(static_cast<char*>(src->src_addr), full.c_str());
@@ -124,7 +124,7 @@ TEST(ShmSourceAddress, FilledLikeLibfabric) {
 TEST(ShmNode, OnlyThisHost) {
   fi_info* info = nullptr;
   fi_info* hints = fi_allocinfo();
-  hints->fabric_attr->prov_name = strdup("shm");
+  hints->fabric_attr->prov_name = strdup(weft_test::prov_name("shm"));
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), "g00n13s", nullptr, 0, hints, &info), -FI_ENODATA);
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), "g00n13s", "7", FI_SOURCE, hints, &info), -FI_ENODATA);
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), "192.0.2.1", nullptr, 0, hints, &info), -FI_ENODATA);

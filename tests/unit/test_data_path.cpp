@@ -14,8 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "prov/lnx/lnx.hpp"
 #include "spawn.hpp"
+#ifndef WEFT_TEST_PROV_PREFIX  // weft's own objects are linked in (not the plugin's run): white-box checks
+#include "prov/lnx/lnx.hpp"
+#define WEFT_WHITE_BOX 1
+#endif
 
 namespace {
 
@@ -1273,6 +1276,7 @@ TEST_P(data_path, TwoSendersOneWildcardQueue) {
     fi_cq_tagged_entry ce;
     fi_cq_err_entry err{};
     if (p.rank == 0) {
+#ifdef WEFT_WHITE_BOX
       if (!strcmp(p.info->fabric_attr->prov_name, "lnx")) {
         // White box: the path each peer's address chose when inserted.
         // Rank r runs on host r % hosts.
@@ -1281,6 +1285,7 @@ TEST_P(data_path, TwoSendersOneWildcardQueue) {
         const int hosts = weft_test::is_hosts_mode(weft_test::current_mode()) && h ? atoi(h) : 1;
         for (int r = 0; r < 3; ++r) EXPECT_EQ(e.local(p.addr[r]), r % hosts == 0) << "rank " << r;
       }
+#endif
       std::vector<uint64_t> in(2 * n);
       for (int i = 0; i < 2 * n; ++i)
         ASSERT_EQ(fi_trecv(p.ep, &in[i], sizeof in[i], nullptr, FI_ADDR_UNSPEC, 0x70, 0x0f, &in[i]), 0);

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "fixture.hpp"
 #include "spawn.hpp"
 
 namespace {
@@ -165,7 +166,7 @@ TEST_P(shm_mp, RmaMappedBacking) {
 
 // FI_SHM_INJECT_SIZE lowers the largest inject, below the inline size too.
 TEST_P(shm_mp, InjectSizeParameter) {
-  setenv("FI_SHM_INJECT_SIZE", "8", 1);
+  setenv(weft_test::prov_var("FI_SHM_INJECT_SIZE").c_str(), "8", 1);
   mp_run(2, [](mp_peer& p) {
     fi_cq_tagged_entry ce;
     char b[16] = "12345678abcdefg";
@@ -184,7 +185,7 @@ TEST_P(shm_mp, InjectSizeParameter) {
       p.barrier();
     }
   });
-  unsetenv("FI_SHM_INJECT_SIZE");
+  unsetenv(weft_test::prov_var("FI_SHM_INJECT_SIZE").c_str());
 }
 
 // Large messages are copied in two parts, by the receiver and the sender at

@@ -35,7 +35,7 @@ using clock_type = std::chrono::steady_clock;
 fi_info* tcp_info(fi_ep_type type, const char* node = "127.0.0.1", const char* service = nullptr,
                   uint64_t flags = FI_SOURCE, const std::string& key = "") {
   fi_info* hints = fi_allocinfo();
-  hints->fabric_attr->prov_name = strdup("tcp");
+  hints->fabric_attr->prov_name = strdup(weft_test::prov_name("tcp"));
   hints->ep_attr->type = type;
   hints->caps = FI_MSG | FI_TAGGED;
   hints->addr_format = FI_SOCKADDR_IN;

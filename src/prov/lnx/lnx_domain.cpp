@@ -14,7 +14,7 @@ namespace {
 // The part's template: shm's RDM one; tcp's RDM IPv4 one of the interface
 // the linked domain is named after ("shm+tcp:<interface>").
 info_ptr part_info(const char* prov, const char* iface) {
-  provider* p = find_provider(prov);
+  provider* p = provider_named(prov);
   if (!p) fail(FI_ENODATA, "lnx: a part provider is missing");
   auto list = p->templates();
   for (const info_ptr& t : *list) {
@@ -42,15 +42,15 @@ lnx_domain::lnx_domain(domain& d) : dom(d), host(host_id()) {
   if (d.addr_format != FI_ADDR_STR) fail(FI_EINVAL, "lnx: addresses are FI_ADDR_STR");
   info_ptr si = part_info("shm", nullptr);
   info_ptr ti = part_info("tcp", iface_of(d));
-  shm = domain_open_part(d, *find_provider("shm"), si.get());
-  tcp = domain_open_part(d, *find_provider("tcp"), ti.get());
+  shm = domain_open_part(d, *provider_named("shm"), si.get());
+  tcp = domain_open_part(d, *provider_named("tcp"), ti.get());
 }
 
 lnx_domain::~lnx_domain() = default;
 
 int lnx_domain::endpoint(fi_info* info, fid_ep** out, void* context) {
   if (!info || !out) return -FI_EINVAL;
-  if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, prov_name))
+  if (info->fabric_attr && info->fabric_attr->prov_name && !names_provider(info->fabric_attr->prov_name, prov_name))
     return -FI_EINVAL;
   if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
     return -FI_EINVAL;

@@ -255,8 +255,8 @@ protected:
       WEFT_WARN(FI_LOG_CORE, "lnx: FI_LNX_PROV_LINKS=%s: only %s is offered", l, lnx::links);
       return list;
     }
-    provider* shm = find_provider("shm");
-    provider* tcp = find_provider("tcp");
+    provider* shm = provider_named("shm");
+    provider* tcp = provider_named("tcp");
     if (!shm || !tcp) return list;
     auto st = shm->templates();
     auto tt = tcp->templates();
@@ -277,7 +277,7 @@ protected:
   std::string template_key() const override {
     std::string key = std::to_string(host_id()) + ';';
     for (const char* p : {"shm", "tcp"})
-      if (provider* prov = find_provider(p)) key += prov->template_inputs() + '\x02';
+      if (provider* prov = provider_named(p)) key += prov->template_inputs() + '\x02';
     return key;
   }
 };

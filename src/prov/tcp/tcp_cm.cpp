@@ -384,7 +384,7 @@ void cm_closed(ep& e, conn& c, int err) noexcept {
 int passive_ep_open(fabric& fab, fi_info* info, fid_pep** out, void* context) {
   if (!info || !out) return -FI_EINVAL;
   if (!info->ep_attr || info->ep_attr->type != FI_EP_MSG) return -FI_EINVAL;
-  if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, "tcp"))
+  if (info->fabric_attr && info->fabric_attr->prov_name && !names_provider(info->fabric_attr->prov_name, "tcp"))
     return -FI_EINVAL;
   auto p = std::make_unique<pep>();
   p->owner.p = p.get();

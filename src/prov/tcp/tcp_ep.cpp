@@ -165,7 +165,7 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context) {
 
 int tcp_domain::endpoint(fi_info* info, fid_ep** out, void* context) {
   if (!info || !out) return -FI_EINVAL;
-  if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, "tcp"))
+  if (info->fabric_attr && info->fabric_attr->prov_name && !names_provider(info->fabric_attr->prov_name, "tcp"))
     return -FI_EINVAL;
   if (info->tx_attr && info->tx_attr->inject_size > inject_max) return -FI_EINVAL;
   if (info->ep_attr && ((info->ep_attr->tx_ctx_cnt > 1 && info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT) ||

@@ -18,7 +18,7 @@ namespace weft::tcp {
 
 std::vector<iface> interfaces(int family) {
   std::vector<iface> out, loop;
-  const char* only = getenv("FI_TCP_IFACE");
+  const char* only = param_raw("tcp", "iface");
   if (only && !*only) only = nullptr;
   ifaddrs* ifs = nullptr;
   if (getifaddrs(&ifs) == 0) {

@@ -300,7 +300,7 @@ fi_addr_t source_of(ep& e, const sockaddr_in& from) noexcept {
 // ------------------------------------------------------------------ the domain's part
 int domain_part::endpoint(fi_info* info, fid_ep** out, void* context) {
   if (!info || !out) return -FI_EINVAL;
-  if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, "udp"))
+  if (info->fabric_attr && info->fabric_attr->prov_name && !names_provider(info->fabric_attr->prov_name, "udp"))
     return -FI_EINVAL;
   const fi_ep_attr* ea = info->ep_attr;
   if (ea && ea->type != FI_EP_DGRAM && ea->type != FI_EP_UNSPEC) return -FI_EINVAL;

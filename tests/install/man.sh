@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The man pages (docs/man/*.md, built into BUILD/man by go-md2man): each
+# renders with `man --warnings -l` without a warning and has its NAME; weft(7),
+# weft(1), weft-perf(1), rsm-perf(1) and fi_weft_<name>(7) for every plugin exist.
+#   man.sh BUILD SOURCE PLUGIN...
+set -uo pipefail
+build=$(cd "${1:?build dir}" && pwd)
+src=$(cd "${2:?source dir}" && pwd)
+shift 2
+fail() { echo "FAIL: $*"; exit 1; }
+command -v man >/dev/null || fail "man missing: run scripts/setup.sh (man-db)"
+[ -d "$build/man" ] || fail "no man pages in $build/man: go-md2man missing? (scripts/setup.sh installs it)"
+want="weft.7 weft.1 weft-perf.1 rsm-perf.1"
+for p in "$@"; do want+=" fi_weft_$p.7"; done
+for md in "$src"/docs/man/*.md; do want+=" $(basename "$md" .md)"; done
+for page in $(tr ' ' '\n' <<<"$want" | sort -u); do
+  f=$build/man/$page
+  [ -f "$f" ] || fail "$page is not built"
+  err=$(MANWIDTH=80 man --warnings -l "$f" 2>&1 >/dev/null)
+  [ -z "$err" ] || fail "$page: $err"
+  out=$(MANWIDTH=80 man -l "$f" 2>/dev/null)
+  grep -q "^NAME" <<<"$out" && grep -qE "^ +${page%.*} +- " <<<"$out" || fail "$page has no NAME line for ${page%.*}"
+  echo "ok: $page ($(wc -l <<<"$out") lines)"
+done
+echo "man pages: OK"
