@@ -1,7 +1,7 @@
 // prov/lnx: the endpoint — two parts behind one fid_ep. Sends, RMA and
 // atomics take one branch on the peer's path (decided at fi_av_insert) and
 // go to the part's own data path; receives are the one matcher both parts
-// feed; progress drives both parts (an idle tcp part every 16th round:
+// feed; progress drives both parts (an idle tcp part every 256th round:
 // polling it costs a system call, shm's costs a few loads).
 #include <cstring>
 
@@ -17,6 +17,12 @@ namespace weft::lnx {
 namespace {
 
 constexpr size_t inject_max = std::min(shm::part_inject_max, tcp::part_inject_max);
+// An idle tcp part (no connection being read eagerly) is polled every this
+// many rounds: its round is an epoll_wait system call, which every 16th
+// round already cost shm's 8-byte latency about a tenth; a message that
+// wakes a cold connection waits at most this many rounds (microseconds),
+// and a busy connection is polled every round.
+constexpr uint32_t idle_tcp_every = 256;
 
 // FI_FENCE: a fenced operation waits for the earlier ones of both parts;
 // the part it goes to checks its own, this checks the other.
@@ -94,7 +100,7 @@ void progress(weft::endpoint& base) noexcept {
   if (!e.enabled) [[unlikely]]
     return;
   shm::part::progress(*e.shm);
-  if (!tcp::part::idle(*e.tcp) || (++e.rounds & 15) == 0) tcp::part::progress(*e.tcp);
+  if (!tcp::part::idle(*e.tcp) || (++e.rounds & (idle_tcp_every - 1)) == 0) tcp::part::progress(*e.tcp);
 }
 
 // fi_trywait: both parts arm (each puts its own fds in the wait objects).
