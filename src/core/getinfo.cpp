@@ -3,6 +3,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <sys/socket.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -278,9 +279,24 @@ bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const cha
        FI_NAMED_RX_CTX | FI_VARIABLE_MSG | FI_AV_USER_ID) &
       ~t->caps)
     return false;
-  if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != t->addr_format) return false;
-  if (hints->addr_format == FI_FORMAT_UNSPEC) {
-    if (node && (t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6)) {
+  const bool sockaddr_t = t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6;
+  // FI_SOCKADDR: any socket address; the answer names the concrete family.
+  const bool any_sockaddr = hints->addr_format == FI_SOCKADDR;
+  if (any_sockaddr && !sockaddr_t) return false;
+  if (!any_sockaddr && hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != t->addr_format)
+    return false;
+  if (any_sockaddr) {
+    // The family of an address given decides; else the node's; else IPv4.
+    const void* given = hints->src_addr ? hints->src_addr : hints->dest_addr;
+    const size_t given_len = hints->src_addr ? hints->src_addrlen : hints->dest_addrlen;
+    bool v6 = false;
+    if (given && given_len >= sizeof(sa_family_t))
+      v6 = static_cast<const sockaddr*>(given)->sa_family == AF_INET6;
+    else if (node)
+      v6 = strchr(node, ':') != nullptr;
+    if (v6 != (t->addr_format == FI_SOCKADDR_IN6)) return false;
+  } else if (hints->addr_format == FI_FORMAT_UNSPEC) {
+    if (node && sockaddr_t) {
       bool v6 = strchr(node, ':') != nullptr;
       if (v6 != (t->addr_format == FI_SOCKADDR_IN6)) return false;
     } else if (t->addr_format == FI_SOCKADDR_IN6 && !hints->src_addr && !hints->dest_addr) {

@@ -187,7 +187,7 @@ int enable(endpoint& e) {
   // Connected endpoints (FI_EP_MSG) address their one peer without an AV.
   const bool connected = e.info && e.info->ep_attr && e.info->ep_attr->type == FI_EP_MSG;
   if (!e.av && !connected) return -FI_ENOAV;
-  if (e.shared_rx && !e.shared_rx->av) {
+  if (e.shared_rx && !e.shared_rx->av && e.av) {  // a connected endpoint has no AV to lend it
     e.shared_rx->av = e.av;
     e.av->add_user();
   }

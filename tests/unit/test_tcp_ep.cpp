@@ -384,6 +384,73 @@ TEST(TcpCm, ConnectWhereNobodyListensIsAnErrorEvent) {
   EXPECT_LT(clock_type::now() - t0, std::chrono::seconds(2)) << "an error event, never a hang";
 }
 
+// A MSG endpoint bound to a shared transmit and a shared receive context
+// (man fi_endpoint: FI_SHARED_CONTEXT) enables, connects and moves data; the
+// receives posted to the shared context take the messages of its endpoint.
+TEST(TcpCm, SharedContextsOnMsgEndpoints) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
+  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
+  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
+  ASSERT_EQ(fi_listen(srv.pep), 0);
+  sockaddr_in at = name_of(&srv.pep->fid);
+  struct shared {
+    fid_stx* stx = nullptr;
+    fid_ep* srx = nullptr;
+  } sc[2];
+  side* sides[2] = {&cli, &acc};
+  auto open_shared = [&](int i, fi_info* info) {
+    side& s = *sides[i];
+    ASSERT_EQ(fi_stx_context(s.domain, nullptr, &sc[i].stx, nullptr), 0);
+    ASSERT_EQ(fi_srx_context(s.domain, nullptr, &sc[i].srx, nullptr), 0);
+    ASSERT_EQ(fi_endpoint(s.domain, info, &s.ep, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &sc[i].stx->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &sc[i].srx->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &s.eq->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(s.ep), 0);
+  };
+  open_shared(0, cli.info);
+  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
+  open_shared(1, req);
+  fi_freeinfo(req);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  // Both ways: the receive is posted to the receiver's shared context.
+  for (int to = 0; to < 2; ++to) {
+    SCOPED_TRACE(to);
+    side &rx = *sides[to], &tx = *sides[1 - to];
+    std::vector<char> in(1000, 0), out(1000);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 7 + to);
+    ASSERT_EQ(fi_recv(sc[to].srx, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &in), 0);
+    ASSERT_EQ(fi_send(tx.ep, out.data(), out.size(), nullptr, 0, &out), 0);
+    fi_cq_tagged_entry ce{};
+    bool got_rx = false, got_tx = false;
+    for (auto t0 = clock_type::now(); !(got_rx && got_tx) && clock_type::now() - t0 < std::chrono::seconds(5);) {
+      if (!got_rx && fi_cq_read(rx.cq, &ce, 1) == 1) {
+        got_rx = true;
+        EXPECT_EQ(ce.op_context, &in);
+        EXPECT_EQ(ce.len, out.size());
+      }
+      if (!got_tx && fi_cq_read(tx.cq, &ce, 1) == 1) {
+        got_tx = true;
+        EXPECT_EQ(ce.op_context, &out);
+      }
+    }
+    EXPECT_TRUE(got_rx && got_tx);
+    EXPECT_EQ(in, out);
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_close(&sides[i]->ep->fid), 0);
+    sides[i]->ep = nullptr;
+    EXPECT_EQ(fi_close(&sc[i].srx->fid), 0);
+    EXPECT_EQ(fi_close(&sc[i].stx->fid), 0);
+  }
+}
+
 TEST(TcpCm, BadArguments) {
   side cli(tcp_info(FI_EP_MSG));
   ASSERT_EQ(fi_endpoint(cli.domain, cli.info, &cli.ep, nullptr), 0);
