@@ -191,11 +191,22 @@ int enable(endpoint& e) {
     e.shared_rx->av = e.av;
     e.av->add_user();
   }
-  bool tx = e.role != ep_role::rx_ctx && (e.caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC));
-  if (tx && !e.tx_cq && !e.cntr_send && !e.cntr_read && !e.cntr_write) return -FI_ENOCQ;
-  bool rx = e.role != ep_role::tx_ctx && (e.caps & (FI_MSG | FI_TAGGED)) &&
-            (e.caps & FI_RECV || !(e.caps & FI_SEND));
-  if (rx && !e.rx_cq && !e.cntr_recv) return -FI_ENOCQ;
+  // "All active endpoints must be bound to completion queues": counters
+  // alone do not make an endpoint that may transmit or receive enableable
+  // (Debian's libfabric refuses them too).
+  // A direction is needed when a capability asks for it (FI_MSG with
+  // FI_SEND, FI_RMA with FI_READ ...) or names no direction at all.
+  auto needs = [&](uint64_t kinds, uint64_t mine, uint64_t theirs) {
+    return (e.caps & kinds) && ((e.caps & mine) || !(e.caps & theirs));
+  };
+  const bool tx = e.role != ep_role::rx_ctx &&
+                  (needs(FI_MSG | FI_TAGGED, FI_SEND, FI_RECV) ||
+                   needs(FI_RMA | FI_ATOMIC, FI_READ | FI_WRITE, FI_REMOTE_READ | FI_REMOTE_WRITE));
+  if (tx && !e.tx_cq) return -FI_ENOCQ;
+  const bool rx = e.role != ep_role::tx_ctx && needs(FI_MSG | FI_TAGGED, FI_RECV, FI_SEND);
+  if (rx && !e.rx_cq) return -FI_ENOCQ;
+  // "Passive and connection-oriented endpoints must be bound to an event queue."
+  if (connected && !e.eq) return -FI_ENOEQ;
   if (int ret = e.tops->enable(e)) return ret;
   e.enabled = true;
   if (e.dom->data_progress == FI_PROGRESS_AUTO) {

@@ -126,6 +126,15 @@ sockaddr_in name_of(fid_t f) {
   return a;
 }
 
+// A passive endpoint of `s`, bound to its EQ and listening: its address.
+sockaddr_in listen_on(side& s) {
+  EXPECT_EQ(fi_passive_ep(s.fabric, s.info, &s.pep, nullptr), 0);
+  if (!s.pep) return {};
+  EXPECT_EQ(fi_pep_bind(s.pep, &s.eq->fid, 0), 0);
+  EXPECT_EQ(fi_listen(s.pep), 0);
+  return name_of(&s.pep->fid);
+}
+
 TEST(TcpCm, ConnectAcceptDataShutdown) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG, "127.0.0.1", nullptr, FI_SOURCE));
   ASSERT_NE(srv.info, nullptr);
@@ -195,10 +204,8 @@ TEST(TcpCm, ConnectAcceptDataShutdown) {
 // (what UCX's and other clients rely on): connected, data flows.
 TEST(TcpCm, ConnectAndAcceptEnableImplicitly) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   cli.open_ep(cli.info, false);
   ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
   std::vector<unsigned char> ev;
@@ -229,10 +236,8 @@ TEST(TcpCm, ConnectAndAcceptEnableImplicitly) {
 // open) is heard: a second FI_CONNREQ, then a second connection.
 TEST(TcpCm, ConnectAgainRightAfterClose) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   std::vector<std::unique_ptr<side>> accepted;
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(round);
@@ -259,10 +264,8 @@ TEST(TcpCm, ConnectAgainRightAfterClose) {
 // a new endpoint may already have.
 TEST(TcpCm, ClosingDropsItsQueuedEvents) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   // An error entry for the client (its connection refused), left unread.
   cli.open_ep(cli.info);
   ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
@@ -308,10 +311,8 @@ TEST(TcpCm, ServiceAloneListensEverywhere) {
   auto* src = static_cast<sockaddr_in*>(srv.info->src_addr);
   EXPECT_EQ(src->sin_addr.s_addr, htonl(INADDR_ANY));
   EXPECT_EQ(std::to_string(ntohs(src->sin_port)), port);
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   EXPECT_EQ(at.sin_addr.s_addr, htonl(INADDR_ANY));
   at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   cli.open_ep(cli.info);
@@ -342,10 +343,8 @@ TEST(TcpCm, ServiceAloneListensEverywhere) {
 
 TEST(TcpCm, RejectCarriesItsData) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   cli.open_ep(cli.info);
   ASSERT_EQ(fi_connect(cli.ep, &at, "x", 1), 0);
   std::vector<unsigned char> ev;
@@ -389,10 +388,8 @@ TEST(TcpCm, ConnectWhereNobodyListensIsAnErrorEvent) {
 // receives posted to the shared context take the messages of its endpoint.
 TEST(TcpCm, SharedContextsOnMsgEndpoints) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   struct shared {
     fid_stx* stx = nullptr;
     fid_ep* srx = nullptr;
@@ -451,10 +448,51 @@ TEST(TcpCm, SharedContextsOnMsgEndpoints) {
   }
 }
 
+// "Passive and connection-oriented endpoints must be bound to an event
+// queue", before they are enabled: fi_enable, fi_connect and fi_accept of an
+// endpoint without one refuse (-FI_ENOEQ) and change nothing, so the EQ can
+// still be bound and the connection made.
+TEST(TcpCm, NoEventQueueIsRefusedBeforeAnythingChanges) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(fi_endpoint(cli.domain, cli.info, &cli.ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(cli.ep, &cli.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  EXPECT_EQ(fi_enable(cli.ep), -FI_ENOEQ);
+  EXPECT_EQ(fi_connect(cli.ep, &at, nullptr, 0), -FI_ENOEQ);
+  ASSERT_EQ(fi_ep_bind(cli.ep, &cli.eq->fid, 0), 0) << "the refused calls enabled nothing";
+  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
+  ASSERT_EQ(fi_endpoint(acc.domain, req, &acc.ep, nullptr), 0);
+  fi_freeinfo(req);
+  ASSERT_EQ(fi_ep_bind(acc.ep, &acc.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  EXPECT_EQ(fi_accept(acc.ep, nullptr, 0), -FI_ENOEQ);
+  ASSERT_EQ(fi_ep_bind(acc.ep, &acc.eq->fid, 0), 0);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  uint32_t in = 0, out = 0xfeedbeef;
+  ASSERT_EQ(fi_recv(acc.ep, &in, sizeof in, nullptr, 0, nullptr), 0);
+  ASSERT_EQ(fi_send(cli.ep, &out, sizeof out, nullptr, 0, nullptr), 0);
+  fi_cq_tagged_entry ce;
+  bool got = false;
+  for (auto t0 = clock_type::now(); !got && clock_type::now() - t0 < std::chrono::seconds(5);) {
+    got = fi_cq_read(acc.cq, &ce, 1) == 1;
+    (void)fi_cq_read(cli.cq, &ce, 0);
+  }
+  ASSERT_TRUE(got);
+  EXPECT_EQ(in, out);
+}
+
 TEST(TcpCm, BadArguments) {
   side cli(tcp_info(FI_EP_MSG));
   ASSERT_EQ(fi_endpoint(cli.domain, cli.info, &cli.ep, nullptr), 0);
   sockaddr_in a{};
+  EXPECT_EQ(fi_connect(cli.ep, &a, nullptr, 0), -FI_EINVAL);  // no address family
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(fi_connect(cli.ep, &a, nullptr, 0), -FI_ENOCQ);  // enabling it fails: nothing bound
   ASSERT_EQ(fi_ep_bind(cli.ep, &cli.eq->fid, 0), 0);
   ASSERT_EQ(fi_ep_bind(cli.ep, &cli.cq->fid, FI_TRANSMIT | FI_RECV), 0);

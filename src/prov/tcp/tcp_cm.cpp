@@ -259,13 +259,18 @@ int ep_getpeer(fid_ep* f, void* addr, size_t* addrlen) noexcept {
 int ep_connect(fid_ep* f, const void* addr, const void* param, size_t paramlen) noexcept {
   ep& e = msg_ep(&f->fid);
   if (!addr || paramlen > cm_data_max || (paramlen && !param)) return -FI_EINVAL;
-  if (int ret = fi_enable(f)) return ret;
-  ep_guard g(e);
-  if (!e.eq) return -FI_ENOEQ;
-  if (e.msg_conn) return -FI_EISCONN;
   sock_addr to;
   const size_t len = e.dom->addr_format == FI_SOCKADDR_IN6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
   if (sock_addr::from(addr, len, to)) return -FI_EINVAL;
+  {
+    ep_guard g(e);
+    if (e.msg_conn) return -FI_EISCONN;
+  }
+  // Enabling checks the bindings (an EQ among them) before it changes
+  // anything: a refused connect leaves the endpoint open to binds.
+  if (int ret = fi_enable(f)) return ret;
+  ep_guard g(e);
+  if (e.msg_conn) return -FI_EISCONN;
   conn* c = nullptr;
   if (int ret = e.poll->connect(e.owner, e.cfg, to, param, paramlen, &c)) return ret;
   e.msg_conn = c;
@@ -275,9 +280,12 @@ int ep_connect(fid_ep* f, const void* addr, const void* param, size_t paramlen) 
 int ep_accept(fid_ep* f, const void* param, size_t paramlen) noexcept {
   ep& e = msg_ep(&f->fid);
   if (paramlen > cm_data_max || (paramlen && !param)) return -FI_EINVAL;
-  if (int ret = fi_enable(f)) return ret;
+  {
+    ep_guard g(e);
+    if (!e.pending_accept) return e.msg_conn ? -FI_EISCONN : -FI_EINVAL;
+  }
+  if (int ret = fi_enable(f)) return ret;  // as in ep_connect
   ep_guard g(e);
-  if (!e.eq) return -FI_ENOEQ;
   if (!e.pending_accept) return e.msg_conn ? -FI_EISCONN : -FI_EINVAL;
   conn* c = e.pending_accept;
   if (int ret = c->accept(param, paramlen)) return ret;
