@@ -286,42 +286,26 @@ ssize_t ep_cancel(fid_t f, void* context) noexcept {
   return cancel_recv(e, context);
 }
 
-int size_option(void* optval, size_t* optlen, size_t value) noexcept {
-  if (*optlen < sizeof(size_t)) {
-    *optlen = sizeof(size_t);
-    return -FI_ETOOSMALL;
-  }
-  *static_cast<size_t*>(optval) = value;
-  *optlen = sizeof(size_t);
-  return 0;
+opt_target opt_target_of(endpoint& e) noexcept {
+  opt_target t;
+  // Receives posted to an endpoint bound to a shared receive context go to
+  // the shared context's queues, and take its minimum.
+  if (e.role != ep_role::tx_ctx) t.min_multi_recv = &e.rx->min_multi_recv;
+  t.has_cm_data = e.role == ep_role::endpoint;
+  t.cm_data_size = e.tops->cm_data_size;
+  return t;
 }
 
 int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) noexcept {
   endpoint& e = ep_of(reinterpret_cast<fid_ep*>(f));
-  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  if (!optval || !optlen) return -FI_EINVAL;
-  switch (optname) {
-    case FI_OPT_MIN_MULTI_RECV:
-      return size_option(optval, optlen, e.min_multi_recv);
-    case FI_OPT_CM_DATA_SIZE:
-      return size_option(optval, optlen, e.tops->cm_data_size);
-    default:
-      return -FI_ENOPROTOOPT;
-  }
+  ep_guard g(e);
+  return opt_get(opt_target_of(e), level, optname, optval, optlen);
 }
 
 int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) noexcept {
   endpoint& e = ep_of(reinterpret_cast<fid_ep*>(f));
-  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  if (!optval) return -FI_EINVAL;
-  switch (optname) {
-    case FI_OPT_MIN_MULTI_RECV:
-      if (optlen != sizeof(size_t)) return -FI_EINVAL;
-      e.min_multi_recv = *static_cast<const size_t*>(optval);
-      return 0;
-    default:
-      return -FI_ENOPROTOOPT;
-  }
+  ep_guard g(e);
+  return opt_set(opt_target_of(e), level, optname, optval, optlen);
 }
 
 fi_ops_ep ep_ops = {sizeof(fi_ops_ep),
@@ -404,6 +388,51 @@ void endpoint_init(endpoint& e, domain& dom, const fi_info* info, void* context,
   e.fid_.rma = &rma_ops_none;
   e.fid_.atomic = &atomic_ops_none;
   e.fid_.collective = nullptr;
+}
+
+namespace {
+int size_option(void* optval, size_t* optlen, size_t value) noexcept {
+  if (*optlen < sizeof(size_t)) {
+    *optlen = sizeof(size_t);
+    return -FI_ETOOSMALL;
+  }
+  *static_cast<size_t*>(optval) = value;
+  *optlen = sizeof(size_t);
+  return 0;
+}
+}  // namespace
+
+int opt_get(const opt_target& t, int level, int optname, void* optval, size_t* optlen) noexcept {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (!optval || !optlen) return -FI_EINVAL;
+  switch (optname) {
+    case FI_OPT_MIN_MULTI_RECV:
+      if (!t.min_multi_recv) return -FI_ENOPROTOOPT;
+      return size_option(optval, optlen, *t.min_multi_recv);
+    case FI_OPT_CM_DATA_SIZE:
+      if (!t.has_cm_data) return -FI_ENOPROTOOPT;
+      return size_option(optval, optlen, t.cm_data_size);
+    case FI_OPT_XPU_TRIGGER:
+      return -FI_EOPNOTSUPP;  // no device triggers operations here (man fi_endpoint)
+    default:
+      // FI_OPT_BUFFERED_MIN/LIMIT (no FI_BUFFERED_RECV mode), FI_OPT_FI_HMEM_P2P
+      // (no FI_HMEM), the buffer and queue sizes the header names: none apply.
+      return -FI_ENOPROTOOPT;
+  }
+}
+
+int opt_set(const opt_target& t, int level, int optname, const void* optval, size_t optlen) noexcept {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (!optval) return -FI_EINVAL;
+  switch (optname) {
+    case FI_OPT_MIN_MULTI_RECV:
+      if (!t.min_multi_recv) return -FI_ENOPROTOOPT;
+      if (optlen != sizeof(size_t)) return -FI_EINVAL;
+      *t.min_multi_recv = *static_cast<const size_t*>(optval);
+      return 0;
+    default:  // FI_OPT_CM_DATA_SIZE is read only; FI_OPT_XPU_TRIGGER is for fi_getopt only
+      return -FI_ENOPROTOOPT;
+  }
 }
 
 bool is_endpoint(const fid* f) noexcept {

@@ -101,7 +101,6 @@ struct endpoint {
   uint64_t tx_op_flags = 0;
   uint64_t rx_op_flags = 0;
   size_t inject_size = 0;
-  size_t min_multi_recv = 64;
   bool enabled = false;
   // Locking is chosen once at open from the threading level (see
   // endpoint_init): FI_THREAD_SAFE or auto progress take the lock.
@@ -202,6 +201,20 @@ bool endpoint_arm(void* arg) noexcept;
 // are left alone. Returns how many wait objects took (gave up) the fd.
 int ep_watch_fd(endpoint& e, int fd, bool add) noexcept;
 
+// ------------------------------------------------------------------ options
+// What an object answers to fi_getopt / fi_setopt at FI_OPT_ENDPOINT
+// (docs/design.md, "Endpoint options"): FI_OPT_MIN_MULTI_RECV where
+// receives are posted, FI_OPT_CM_DATA_SIZE (read only) where an address
+// is, FI_OPT_XPU_TRIGGER -FI_EOPNOTSUPP; every other option, and every
+// other level, -FI_ENOPROTOOPT.
+struct opt_target {
+  size_t* min_multi_recv = nullptr;  // nullptr: no receives are posted here
+  bool has_cm_data = false;
+  size_t cm_data_size = 0;
+};
+int opt_get(const opt_target& t, int level, int optname, void* optval, size_t* optlen) noexcept;
+int opt_set(const opt_target& t, int level, int optname, const void* optval, size_t optlen) noexcept;
+
 // ------------------------------------------------------------------ scalable endpoints, shared contexts
 // A scalable endpoint: an address with several transmit and receive
 // contexts behind it. The transport makes the contexts.
@@ -221,6 +234,7 @@ struct sep {
   fid_eq* eq = nullptr;
   std::vector<endpoint*> tx, rx;  // open contexts by index
   bool enabled = false;
+  size_t min_multi_recv = 64;  // FI_OPT_MIN_MULTI_RECV of its receive contexts
   std::mutex ctl;
   void* prov = nullptr;  // the transport's state (its name, say)
   static sep* of(fid* f) noexcept { return from_fid<sep>(f); }

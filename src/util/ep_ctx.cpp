@@ -91,6 +91,7 @@ int open_context(sep& s, bool transmit, int index, const void* attr, fid_ep** ou
   endpoint* e = s.tops->make_context(s, transmit, index, info.get(), context);
   e->parent = &s;
   e->ctx_index = index;
+  if (!transmit) e->rx->min_multi_recv = s.min_multi_recv;
   if (s.av) {
     e->av = s.av;
     s.av->add_user();
@@ -111,11 +112,23 @@ int sep_rx_ctx(fid_ep* f, int index, fi_rx_attr* attr, fid_ep** rx, void* contex
 ssize_t sep_cancel(fid_t, void*) noexcept {
   return -FI_ENOENT;
 }
-int sep_getopt(fid_t, int, int, void*, size_t*) noexcept {
-  return -FI_ENOPROTOOPT;
+// A scalable endpoint has an address but no connection data; its
+// FI_OPT_MIN_MULTI_RECV is its receive contexts'.
+int sep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) noexcept {
+  sep* s = sep::of(f);
+  std::lock_guard g(s->ctl);
+  return opt_get(opt_target{&s->min_multi_recv, true, 0}, level, optname, optval, optlen);
 }
-int sep_setopt(fid_t, int, int, const void*, size_t) noexcept {
-  return -FI_ENOPROTOOPT;
+int sep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) noexcept {
+  sep* s = sep::of(f);
+  std::lock_guard g(s->ctl);
+  if (int ret = opt_set(opt_target{&s->min_multi_recv, true, 0}, level, optname, optval, optlen)) return ret;
+  for (endpoint* c : s->rx)
+    if (c) {
+      ep_guard cg(*c);
+      c->rx->min_multi_recv = s->min_multi_recv;
+    }
+  return 0;
 }
 
 fi_ops_ep sep_ops = {sizeof(fi_ops_ep),
@@ -137,10 +150,17 @@ int stx_close(fid* f) noexcept {
 }
 fi_ops stx_fi_ops = {sizeof(fi_ops),  stx_close,    fid_no_bind,   fid_no_control,
                      fid_no_ops_open, fid_no_tostr, fid_no_ops_set};
+// A shared transmit context has no option of its own.
+int stx_getopt(fid_t, int level, int optname, void* optval, size_t* optlen) noexcept {
+  return opt_get(opt_target{}, level, optname, optval, optlen);
+}
+int stx_setopt(fid_t, int level, int optname, const void* optval, size_t optlen) noexcept {
+  return opt_set(opt_target{}, level, optname, optval, optlen);
+}
 fi_ops_ep stx_ops = {sizeof(fi_ops_ep),
                      WEFT_NOSYS(fi_ops_ep, cancel),
-                     WEFT_NOSYS(fi_ops_ep, getopt),
-                     WEFT_NOSYS(fi_ops_ep, setopt),
+                     stx_getopt,
+                     stx_setopt,
                      WEFT_NOSYS(fi_ops_ep, tx_ctx),
                      WEFT_NOSYS(fi_ops_ep, rx_ctx),
                      WEFT_NOSYS(fi_ops_ep, rx_size_left),

@@ -70,7 +70,7 @@ inline uint64_t consume(endpoint& e, std::list<posted_recv>& list, std::list<pos
     return 0;
   }
   it->multi_off += used;
-  if (it->iov[0].iov_len - it->multi_off >= e.min_multi_recv) return 0;
+  if (it->iov[0].iov_len - it->multi_off >= e.rx->min_multi_recv) return 0;
   recv_drop(e, list, it);
   return FI_MULTI_RECV;
 }

@@ -1,6 +1,8 @@
 // The endpoint core's rules through the public API, for every provider
 // (man fi_endpoint): what must be bound before fi_enable, and what an
 // endpoint answers before and after.
+#include <rdma/fi_trigger.h>
+
 #include "fixture.hpp"
 
 namespace {
@@ -70,6 +72,164 @@ TEST_P(ep_rules, OneDirectionOneCompletionQueue) {
       ASSERT_EQ(fi_close(&ep->fid), 0);
       ep = nullptr;
     }
+  }
+}
+
+// ------------------------------------------------------------------ options
+// What an object of one kind answers (docs/design.md, "Endpoint options").
+struct opt_expect {
+  bool multi_recv;  // FI_OPT_MIN_MULTI_RECV read and written
+  bool cm_data;     // FI_OPT_CM_DATA_SIZE read (never written)
+  size_t cm_size;
+};
+
+// Every FI_OPT_* of fi_endpoint.h on one object.
+void check_options(fid_t f, const opt_expect& x) {
+  size_t v = 0, len = sizeof v;
+  EXPECT_EQ(fi_getopt(f, FI_OPT_ENDPOINT + 1, FI_OPT_MIN_MULTI_RECV, &v, &len), -FI_ENOPROTOOPT);
+  EXPECT_EQ(fi_setopt(f, FI_OPT_ENDPOINT + 1, FI_OPT_MIN_MULTI_RECV, &v, sizeof v), -FI_ENOPROTOOPT);
+  // FI_OPT_MIN_MULTI_RECV
+  if (x.multi_recv) {
+    len = sizeof v;
+    ASSERT_EQ(fi_getopt(f, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &len), 0);
+    EXPECT_EQ(len, sizeof v);
+    EXPECT_EQ(v, 64u) << "the default";
+    const size_t want = 1000;
+    EXPECT_EQ(fi_setopt(f, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &want, sizeof want), 0);
+    EXPECT_EQ(fi_setopt(f, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &want, 4), -FI_EINVAL);
+    EXPECT_EQ(fi_setopt(f, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, nullptr, sizeof want), -FI_EINVAL);
+    len = 4;
+    EXPECT_EQ(fi_getopt(f, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &len), -FI_ETOOSMALL);
+    EXPECT_EQ(len, sizeof v) << "the length it needs";
+    EXPECT_EQ(fi_getopt(f, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, nullptr, &len), -FI_EINVAL);
+    ASSERT_EQ(fi_getopt(f, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &len), 0);
+    EXPECT_EQ(v, want);
+  } else {
+    len = sizeof v;
+    EXPECT_EQ(fi_getopt(f, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &len), -FI_ENOPROTOOPT);
+    EXPECT_EQ(fi_setopt(f, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, sizeof v), -FI_ENOPROTOOPT);
+  }
+  // FI_OPT_CM_DATA_SIZE: read only.
+  len = sizeof v;
+  if (x.cm_data) {
+    v = 12345;
+    ASSERT_EQ(fi_getopt(f, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, &len), 0);
+    EXPECT_EQ(v, x.cm_size);
+  } else {
+    EXPECT_EQ(fi_getopt(f, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, &len), -FI_ENOPROTOOPT);
+  }
+  EXPECT_EQ(fi_setopt(f, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, sizeof v), -FI_ENOPROTOOPT);
+  // Options for modes and memory weft does not offer (FI_BUFFERED_RECV,
+  // FI_HMEM), and the sizes the header names beyond the man page.
+  for (int o : {FI_OPT_BUFFERED_MIN, FI_OPT_BUFFERED_LIMIT, FI_OPT_SEND_BUF_SIZE, FI_OPT_RECV_BUF_SIZE,
+                FI_OPT_TX_SIZE, FI_OPT_RX_SIZE, FI_OPT_FI_HMEM_P2P}) {
+    SCOPED_TRACE(o);
+    size_t big = 4096;
+    len = sizeof big;
+    EXPECT_EQ(fi_getopt(f, FI_OPT_ENDPOINT, o, &big, &len), -FI_ENOPROTOOPT);
+    EXPECT_EQ(fi_setopt(f, FI_OPT_ENDPOINT, o, &big, sizeof big), -FI_ENOPROTOOPT);
+  }
+  // FI_OPT_XPU_TRIGGER: fi_getopt only; no device triggers operations here.
+  fi_trigger_xpu xpu{};
+  len = sizeof xpu;
+  EXPECT_EQ(fi_getopt(f, FI_OPT_ENDPOINT, FI_OPT_XPU_TRIGGER, &xpu, &len), -FI_EOPNOTSUPP);
+  EXPECT_EQ(fi_setopt(f, FI_OPT_ENDPOINT, FI_OPT_XPU_TRIGGER, &xpu, sizeof xpu), -FI_ENOPROTOOPT);
+}
+
+// Every option on every kind of endpoint object the provider makes: the
+// endpoint (and an alias of it, which shares its options), a shared
+// receive and a shared transmit context, a scalable endpoint and its
+// contexts; for tcp the MSG endpoint and the passive endpoint too.
+TEST_P(ep_rules, EveryOptionOnEveryKind) {
+  ASSERT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+  {
+    SCOPED_TRACE("endpoint");
+    check_options(&ep->fid, {true, true, 0});
+  }
+  fid* al = nullptr;
+  struct fi_alias alias_arg{&al, FI_TRANSMIT};
+  ASSERT_EQ(fi_control(&ep->fid, FI_ALIAS, &alias_arg), 0);
+  size_t v = 0, len = sizeof v;
+  ASSERT_EQ(fi_getopt(al, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &len), 0);
+  EXPECT_EQ(v, 1000u) << "an alias reads its endpoint's options";
+  EXPECT_EQ(fi_close(al), 0);
+  fid_ep* srx = nullptr;
+  ASSERT_EQ(fi_srx_context(domain, nullptr, &srx, nullptr), 0);
+  {
+    SCOPED_TRACE("shared receive context");
+    check_options(&srx->fid, {true, false, 0});
+  }
+  fid_stx* stx = nullptr;
+  ASSERT_EQ(fi_stx_context(domain, nullptr, &stx, nullptr), 0);
+  {
+    SCOPED_TRACE("shared transmit context");
+    check_options(&stx->fid, {false, false, 0});
+  }
+  // An endpoint bound to the shared receive context posts its receives
+  // there: it reads and sets the shared context's minimum.
+  fid_ep* bound = nullptr;
+  ASSERT_EQ(fi_endpoint(domain, info, &bound, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(bound, &srx->fid, 0), 0);
+  len = sizeof v;
+  ASSERT_EQ(fi_getopt(&bound->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &len), 0);
+  EXPECT_EQ(v, 1000u);
+  EXPECT_EQ(fi_close(&bound->fid), 0);
+  EXPECT_EQ(fi_close(&stx->fid), 0);
+  EXPECT_EQ(fi_close(&srx->fid), 0);
+  if (info->domain_attr->max_ep_tx_ctx > 1) {
+    fi_info* i = fi_dupinfo(info);
+    i->ep_attr->tx_ctx_cnt = 2;
+    i->ep_attr->rx_ctx_cnt = 2;
+    fid_ep *sep = nullptr, *tx = nullptr, *rx = nullptr;
+    ASSERT_EQ(fi_scalable_ep(domain, i, &sep, nullptr), 0);
+    fi_freeinfo(i);
+    {
+      SCOPED_TRACE("scalable endpoint");
+      check_options(&sep->fid, {true, true, 0});
+    }
+    ASSERT_EQ(fi_tx_context(sep, 0, nullptr, &tx, nullptr), 0);
+    ASSERT_EQ(fi_rx_context(sep, 0, nullptr, &rx, nullptr), 0);
+    len = sizeof v;
+    ASSERT_EQ(fi_getopt(&rx->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, &len), 0);
+    EXPECT_EQ(v, 1000u) << "a receive context takes its scalable endpoint's minimum";
+    const size_t dflt = 64;
+    ASSERT_EQ(fi_setopt(&rx->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &dflt, sizeof dflt), 0);
+    {
+      SCOPED_TRACE("transmit context");
+      check_options(&tx->fid, {false, false, 0});
+    }
+    {
+      SCOPED_TRACE("receive context");
+      check_options(&rx->fid, {true, false, 0});
+    }
+    EXPECT_EQ(fi_close(&tx->fid), 0);
+    EXPECT_EQ(fi_close(&rx->fid), 0);
+    EXPECT_EQ(fi_close(&sep->fid), 0);
+  }
+  if (std::string(GetParam()) == "tcp") {
+    fi_info* m = weft_test::get_info("tcp", FI_EP_MSG);
+    ASSERT_NE(m, nullptr);
+    fid_fabric* fab = nullptr;
+    fid_domain* dom = nullptr;
+    fid_ep* mep = nullptr;
+    fid_pep* pep = nullptr;
+    ASSERT_EQ(fi_fabric(m->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(fi_domain(fab, m, &dom, nullptr), 0);
+    ASSERT_EQ(fi_endpoint(dom, m, &mep, nullptr), 0);
+    {
+      SCOPED_TRACE("MSG endpoint");
+      check_options(&mep->fid, {true, true, 256});
+    }
+    ASSERT_EQ(fi_passive_ep(fab, m, &pep, nullptr), 0);
+    {
+      SCOPED_TRACE("passive endpoint");
+      check_options(&pep->fid, {false, true, 256});
+    }
+    EXPECT_EQ(fi_close(&pep->fid), 0);
+    EXPECT_EQ(fi_close(&mep->fid), 0);
+    EXPECT_EQ(fi_close(&dom->fid), 0);
+    EXPECT_EQ(fi_close(&fab->fid), 0);
+    fi_freeinfo(m);
   }
 }
 

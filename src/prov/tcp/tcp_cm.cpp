@@ -212,10 +212,18 @@ fi_ops_cm pep_cm = {sizeof(fi_ops_cm),
                     WEFT_NOSYS(fi_ops_cm, shutdown),
                     WEFT_NOSYS(fi_ops_cm, join)};
 
+// FI_OPT_CM_DATA_SIZE: the most data a connection request carries.
+int pep_getopt(fid_t, int level, int optname, void* optval, size_t* optlen) noexcept {
+  return opt_get(opt_target{nullptr, true, cm_data_max}, level, optname, optval, optlen);
+}
+int pep_setopt(fid_t, int level, int optname, const void* optval, size_t optlen) noexcept {
+  return opt_set(opt_target{nullptr, true, cm_data_max}, level, optname, optval, optlen);
+}
+
 fi_ops_ep pep_ep_ops = {sizeof(fi_ops_ep),
                         WEFT_NOSYS(fi_ops_ep, cancel),
-                        WEFT_NOSYS(fi_ops_ep, getopt),
-                        WEFT_NOSYS(fi_ops_ep, setopt),
+                        pep_getopt,
+                        pep_setopt,
                         WEFT_NOSYS(fi_ops_ep, tx_ctx),
                         WEFT_NOSYS(fi_ops_ep, rx_ctx),
                         WEFT_NOSYS(fi_ops_ep, rx_size_left),
