@@ -233,12 +233,18 @@ struct sep {
   weft::av* av = nullptr;
   fid_eq* eq = nullptr;
   std::vector<endpoint*> tx, rx;  // open contexts by index
+  // With one transmit (receive) context, operations may be posted to the
+  // scalable endpoint itself: binding a CQ or counter to it opens that
+  // context for the application (closed with the scalable endpoint).
+  endpoint* implicit_tx = nullptr;
+  endpoint* implicit_rx = nullptr;
   bool enabled = false;
   size_t min_multi_recv = 64;  // FI_OPT_MIN_MULTI_RECV of its receive contexts
   std::mutex ctl;
   void* prov = nullptr;  // the transport's state (its name, say)
   static sep* of(fid* f) noexcept { return from_fid<sep>(f); }
-  bool has_contexts() const noexcept;
+  bool has_contexts() const noexcept;           // any, implicit ones too
+  bool has_opened_contexts() const noexcept;    // ones the application opened
 };
 // fi_scalable_ep for a transport; the counts come from info->ep_attr.
 // inject_max bounds a transmit context's inject_size. Returns 0 or -FI_E*.
