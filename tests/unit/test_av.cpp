@@ -260,7 +260,6 @@ TEST_P(av_test, InsertBadArguments) {
   std::string buf = make_addr(0);
   fi_addr_t fa[1];
   int err[1];
-  EXPECT_EQ(fi_av_insert(a, nullptr, 1, fa, 0, nullptr), -FI_EINVAL);
   EXPECT_EQ(fi_av_insert(a, buf.data(), SIZE_MAX, fa, 0, nullptr), -FI_EINVAL);
   EXPECT_EQ(fi_av_insert(a, buf.data(), 1, fa, FI_SEND, nullptr), -FI_EBADFLAGS);
   EXPECT_EQ(fi_av_insert(a, buf.data(), 1, fa, FI_SYNC_ERR, nullptr), -FI_EINVAL);
@@ -273,6 +272,40 @@ TEST_P(av_test, InsertBadArguments) {
   // Nothing was inserted by any of those.
   EXPECT_EQ(fi_av_insert(a, buf.data(), 1, fa, 0, nullptr), 1);
   EXPECT_EQ(fa[0], 0u);
+}
+
+// "A NULL value for an address may be used to indicate that an entry should
+// be associated with 'any' address": fi_av_insert(NULL, count) makes count
+// such entries, of no bytes; they are removed like others, and a reverse
+// lookup never lands on one.
+TEST_P(av_test, NullAddressInsertsAnyEntries) {
+  fid_av* a = open();
+  ASSERT_NE(a, nullptr);
+  std::string buf = make_addr(0);
+  fi_addr_t fa[3];
+  ASSERT_EQ(fi_av_insert(a, nullptr, 2, fa, 0, nullptr), 2);
+  ASSERT_EQ(fi_av_insert(a, buf.data(), 1, fa + 2, 0, nullptr), 1);
+  EXPECT_EQ(fa[0], 0u);
+  EXPECT_EQ(fa[1], 1u);
+  EXPECT_EQ(fa[2], 2u);
+  char out[256];
+  size_t len = sizeof out;
+  ASSERT_EQ(fi_av_lookup(a, fa[1], out, &len), 0);
+  EXPECT_EQ(len, 0u) << "an 'any' entry holds no address";
+  len = sizeof out;
+  ASSERT_EQ(fi_av_lookup(a, fa[2], out, &len), 0);
+  EXPECT_EQ(std::string(out, len), buf);
+  weft::av* w = weft::av::from(&a->fid);
+  EXPECT_EQ(w->find(buf.data(), buf.size()), fa[2]);
+  EXPECT_EQ(w->find("", 0), FI_ADDR_NOTAVAIL);
+  int err[1] = {-1};
+  fi_addr_t more;
+  ASSERT_EQ(fi_av_insert(a, nullptr, 1, &more, FI_SYNC_ERR, err), 1);
+  EXPECT_EQ(err[0], 0);
+  EXPECT_EQ(more, 3u);
+  EXPECT_EQ(fi_av_remove(a, fa, 2, 0), 0);
+  len = sizeof out;
+  EXPECT_EQ(fi_av_lookup(a, fa[0], out, &len), -FI_EINVAL);
 }
 
 TEST_P(av_test, UserIdIsRecorded) {
