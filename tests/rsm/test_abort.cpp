@@ -61,7 +61,7 @@ RSM_CHILD(orphan_importer) {
   REQ_EQ(rsm_memseg_import_close_barrier(&bar), RSMERR_CONN_ABORTED);
   REQ_EQ(rsm_memseg_import_open_barrier(&bar), RSMERR_CONN_ABORTED);
   void* addr = nullptr;
-  REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_READ, 0, 4096), RSMERR_SEG_NOT_CONNECTED);
+  REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_READ, 0, 4096), RSMERR_CONN_ABORTED);
   // Nothing is published under that id any more.
   rsm_memseg_import_handle_t again;
   REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_READ, &again),

@@ -93,6 +93,8 @@ RSM_CHILD(map_importer) {
   REQ_EQ(rsm_memseg_import_map(ro, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, seg_size), RSMERR_BAD_PERMS);
   REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, 0), RSMERR_BAD_LENGTH);
   REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 4096, seg_size), RSMERR_BAD_LENGTH);
+  REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, seg_size, 4096), RSMERR_BAD_OFFSET);
+  REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 2 * seg_size, 4096), RSMERR_BAD_OFFSET);
   REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 100, 4096), RSMERR_BAD_MEM_ALIGNMENT);
   void* odd = reinterpret_cast<void*>(0x10000123);
   REQ_EQ(rsm_memseg_import_map(im, &odd, RSM_MAP_FIXED, RSM_PERM_RDWR, 0, 4096), RSMERR_BAD_MEM_ALIGNMENT);
@@ -152,7 +154,7 @@ RSM_CHILD(map_importer) {
   memset(p + 16384, 0xee, 4096);
   void* other = nullptr;
   REQ_EQ(rsm_memseg_import_unmap(im), RSM_SUCCESS);
-  REQ_EQ(rsm_memseg_import_map(im, &other, RSM_MAP_NONE, RSM_PERM_READ, 0, 4096), RSMERR_SEG_NOT_CONNECTED);
+  REQ_EQ(rsm_memseg_import_map(im, &other, RSM_MAP_NONE, RSM_PERM_READ, 0, 4096), RSMERR_CONN_ABORTED);
   uint8_t b;
   REQ_EQ(rsm_memseg_import_get8(im, 0, &b, 1), RSMERR_CONN_ABORTED);
   set_step(7, 1);
