@@ -2,6 +2,7 @@
 // (man fi_endpoint): what must be bound before fi_enable, and what an
 // endpoint answers before and after.
 #include <rdma/fi_trigger.h>
+#include <sys/uio.h>
 
 #include "fixture.hpp"
 
@@ -73,6 +74,104 @@ TEST_P(ep_rules, OneDirectionOneCompletionQueue) {
       ep = nullptr;
     }
   }
+}
+
+// A connectionless endpoint needs an AV before it is enabled (-FI_ENOAV),
+// a scalable endpoint too; the refusal changes nothing.
+TEST_P(ep_rules, NoAddressVectorIsRefused) {
+  ASSERT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  EXPECT_EQ(fi_enable(ep), -FI_ENOAV);
+  ASSERT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+  EXPECT_EQ(fi_enable(ep), 0);
+  if (info->domain_attr->max_ep_tx_ctx > 1) {
+    fid_ep* sep = nullptr;
+    ASSERT_EQ(fi_scalable_ep(domain, info, &sep, nullptr), 0);
+    EXPECT_EQ(fi_enable(sep), -FI_ENOAV);
+    ASSERT_EQ(fi_scalable_ep_bind(sep, &av->fid, 0), 0);
+    EXPECT_EQ(fi_enable(sep), 0);
+    EXPECT_EQ(fi_close(&sep->fid), 0);
+  }
+}
+
+// Every data operation before fi_enable: -FI_EOPBADSTATE, nothing posted
+// (after the enable the CQ is empty).
+TEST_P(ep_rules, OperationsBeforeEnableAreRefused) {
+  ASSERT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  uint64_t buf[4] = {};
+  iovec iov{buf, sizeof buf};
+  fi_msg msg{&iov, nullptr, 1, 0, nullptr, 0};
+  fi_msg_tagged tmsg{&iov, nullptr, 1, 0, 1, 0, nullptr, 0};
+  fi_rma_iov riov{0, sizeof buf, 0};
+  fi_msg_rma rmsg{&iov, nullptr, 1, 0, &riov, 1, nullptr, 0};
+  fi_ioc ioc{buf, 1};
+  fi_rma_ioc rioc{0, 1, 0};
+  fi_msg_atomic amsg{&ioc, nullptr, 1, 0, &rioc, 1, FI_UINT64, FI_SUM, nullptr, 0};
+  const fi_addr_t to = 0;
+  EXPECT_EQ(fi_send(ep, buf, 8, nullptr, to, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_sendv(ep, &iov, nullptr, 1, to, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_sendmsg(ep, &msg, 0), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_inject(ep, buf, 8, to), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_inject(ep, buf, 256, to), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_senddata(ep, buf, 8, nullptr, 1, to, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_injectdata(ep, buf, 8, 1, to), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_recv(ep, buf, 8, nullptr, FI_ADDR_UNSPEC, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_recvv(ep, &iov, nullptr, 1, FI_ADDR_UNSPEC, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_recvmsg(ep, &msg, 0), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_tsend(ep, buf, 8, nullptr, to, 1, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_tsendmsg(ep, &tmsg, 0), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_tinject(ep, buf, 8, to, 1), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_tinjectdata(ep, buf, 8, 1, to, 1), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_trecv(ep, buf, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_trecvmsg(ep, &tmsg, 0), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_write(ep, buf, 8, nullptr, to, 0, 0, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_writemsg(ep, &rmsg, 0), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_inject_write(ep, buf, 8, to, 0, 0), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_writedata(ep, buf, 8, nullptr, 1, to, 0, 0, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_read(ep, buf, 8, nullptr, to, 0, 0, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_readmsg(ep, &rmsg, 0), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_atomic(ep, buf, 1, nullptr, to, 0, 0, FI_UINT64, FI_SUM, nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_atomicmsg(ep, &amsg, 0), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_inject_atomic(ep, buf, 1, to, 0, 0, FI_UINT64, FI_SUM), -FI_EOPBADSTATE);
+  uint64_t res = 0;
+  EXPECT_EQ(fi_fetch_atomic(ep, buf, 1, nullptr, &res, nullptr, to, 0, 0, FI_UINT64, FI_SUM, nullptr),
+            -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_compare_atomic(ep, buf, 1, nullptr, buf + 1, nullptr, &res, nullptr, to, 0, 0, FI_UINT64,
+                              FI_CSWAP, nullptr),
+            -FI_EOPBADSTATE);
+  ASSERT_EQ(fi_enable(ep), 0);
+  fi_cq_tagged_entry ce;
+  EXPECT_EQ(fi_cq_read(cq, &ce, 1), -FI_EAGAIN) << "nothing was posted";
+}
+
+// The info's tx_attr/rx_attr op_flags are the endpoint's default flags
+// (FI_GETOPSFLAG reads them, FI_SETOPSFLAG replaces them, one direction
+// per call); semantics.DefaultOpFlagsDecideCompletions checks their effect.
+TEST_P(ep_rules, DefaultOpFlagsComeFromTheInfo) {
+  fi_info* i = fi_dupinfo(info);
+  i->tx_attr->op_flags = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+  i->rx_attr->op_flags = FI_COMPLETION;
+  ASSERT_EQ(fi_endpoint(domain, i, &ep, nullptr), 0);
+  fi_freeinfo(i);
+  uint64_t f = FI_TRANSMIT;
+  ASSERT_EQ(fi_control(&ep->fid, FI_GETOPSFLAG, &f), 0);
+  EXPECT_EQ(f, FI_TRANSMIT | FI_COMPLETION | FI_DELIVERY_COMPLETE);
+  f = FI_RECV;
+  ASSERT_EQ(fi_control(&ep->fid, FI_GETOPSFLAG, &f), 0);
+  EXPECT_EQ(f, FI_RECV | FI_COMPLETION);
+  f = FI_TRANSMIT | FI_INJECT_COMPLETE;
+  ASSERT_EQ(fi_control(&ep->fid, FI_SETOPSFLAG, &f), 0);
+  f = FI_TRANSMIT;
+  ASSERT_EQ(fi_control(&ep->fid, FI_GETOPSFLAG, &f), 0);
+  EXPECT_EQ(f, FI_TRANSMIT | FI_INJECT_COMPLETE);
+  f = FI_TRANSMIT | FI_RECV;
+  EXPECT_EQ(fi_control(&ep->fid, FI_GETOPSFLAG, &f), -FI_EINVAL);
+  EXPECT_EQ(fi_control(&ep->fid, FI_SETOPSFLAG, &f), -FI_EINVAL);
+  f = FI_COMPLETION;
+  EXPECT_EQ(fi_control(&ep->fid, FI_SETOPSFLAG, &f), -FI_EINVAL) << "no direction";
+  EXPECT_EQ(fi_control(&ep->fid, FI_GETOPSFLAG, nullptr), -FI_EINVAL);
 }
 
 // ------------------------------------------------------------------ options

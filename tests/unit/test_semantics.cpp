@@ -2,7 +2,9 @@
 // completions, checked across processes in every mode of every provider.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "fixture.hpp"
@@ -68,6 +70,186 @@ TEST_P(semantics, AnyAddressEntryReceivesFromEverySender) {
       p.barrier();
     }
   });
+}
+
+// Polls `cq` (driving progress) until `done()` or 10 s; true if done. A
+// receive posted without a completion is seen only in its buffer.
+template <class Done>
+bool progress_until(fid_cq* cq, Done done) {
+  timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    if (done()) return true;
+    fi_cq_tagged_entry ce;
+    EXPECT_EQ(fi_cq_read(cq, &ce, 1), -FI_EAGAIN) << "no completion was asked for";
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - t0.tv_sec > 10) return done();
+  }
+}
+
+void set_ops_flags(fid_ep* ep, uint64_t flags) {
+  ASSERT_EQ(fi_control(&ep->fid, FI_SETOPSFLAG, &flags), 0);
+}
+
+// Default operation flags (man fi_endpoint: FI_GETOPSFLAG / FI_SETOPSFLAG,
+// and an alias with its own): with selective completion, FI_COMPLETION
+// among the defaults makes fi_send / fi_recv complete, without it they do
+// not; an alias keeps its own flags.
+TEST_P(semantics, DefaultOpFlagsDecideCompletions) {
+  weft_test::mp_options opt;
+  opt.tx_flags_bind = FI_TRANSMIT | FI_SELECTIVE_COMPLETION;
+  opt.rx_flags_bind = FI_RECV | FI_SELECTIVE_COMPLETION;
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        fi_cq_tagged_entry ce;
+        uint64_t flags = FI_TRANSMIT;
+        ASSERT_EQ(fi_control(&p.ep->fid, FI_GETOPSFLAG, &flags), 0);
+        EXPECT_EQ(flags, FI_TRANSMIT | p.info->tx_attr->op_flags);
+        if (p.rank == 0) {
+          uint64_t v[3] = {1, 2, 3};
+          ASSERT_EQ(fi_send(p.ep, &v[0], 8, nullptr, p.addr[1], &v[0]), 0);
+          set_ops_flags(p.ep, FI_TRANSMIT | FI_COMPLETION);
+          flags = FI_TRANSMIT;
+          ASSERT_EQ(fi_control(&p.ep->fid, FI_GETOPSFLAG, &flags), 0);
+          EXPECT_EQ(flags, FI_TRANSMIT | FI_COMPLETION);
+          ASSERT_EQ(fi_send(p.ep, &v[1], 8, nullptr, p.addr[1], &v[1]), 0);
+          ASSERT_EQ(p.wait_cq(&ce), 1);
+          EXPECT_EQ(ce.op_context, &v[1]);
+          fid* al = nullptr;
+          struct fi_alias a{&al, FI_TRANSMIT};  // no completion through the alias
+          ASSERT_EQ(fi_control(&p.ep->fid, FI_ALIAS, &a), 0);
+          ASSERT_EQ(fi_send(reinterpret_cast<fid_ep*>(al), &v[2], 8, nullptr, p.addr[1], &v[2]), 0);
+          p.barrier();  // the receiver has all three
+          EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN) << "only the second asked for a completion";
+          EXPECT_EQ(fi_close(al), 0);
+        } else {
+          uint64_t in[3] = {};
+          ASSERT_EQ(fi_recv(p.ep, &in[0], 8, nullptr, FI_ADDR_UNSPEC, &in[0]), 0);
+          EXPECT_TRUE(progress_until(p.cq, [&] { return std::atomic_ref<uint64_t>(in[0]).load() == 1; }));
+          set_ops_flags(p.ep, FI_RECV | FI_COMPLETION);
+          ASSERT_EQ(fi_recv(p.ep, &in[1], 8, nullptr, FI_ADDR_UNSPEC, &in[1]), 0);
+          ASSERT_EQ(p.wait_cq(&ce), 1);
+          EXPECT_EQ(ce.op_context, &in[1]);
+          EXPECT_EQ(in[1], 2u);
+          set_ops_flags(p.ep, FI_RECV);
+          ASSERT_EQ(fi_recv(p.ep, &in[2], 8, nullptr, FI_ADDR_UNSPEC, &in[2]), 0);
+          EXPECT_TRUE(progress_until(p.cq, [&] { return std::atomic_ref<uint64_t>(in[2]).load() == 3; }));
+          p.barrier();
+        }
+      },
+      opt);
+}
+
+// FI_INJECT_COMPLETE: once the completion is out the buffer is the
+// application's again. The sender scribbles over each buffer the moment
+// its send completes; the receiver still gets every byte as sent, at every
+// size (inline, eager, rendezvous), asked per operation and as a default.
+TEST_P(semantics, InjectCompleteFreesTheBuffer) {
+  static const size_t sizes[] = {8, 3000, 70000, size_t{1} << 20};
+  mp_run(2, [](mp_peer& p) {
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    constexpr int n = 2 * std::size(sizes);
+    if (p.rank == 1) {
+      std::vector<std::vector<unsigned char>> in(n);
+      for (int i = 0; i < n; ++i) {
+        in[i].assign(sizes[i % 4], 0);
+        ASSERT_EQ(fi_trecv(p.ep, in[i].data(), in[i].size(), nullptr, FI_ADDR_UNSPEC, i, 0, nullptr), 0);
+      }
+      p.barrier();
+      for (int i = 0; i < n; ++i) ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+      for (int i = 0; i < n; ++i) {
+        std::vector<unsigned char> want(sizes[i % 4]);
+        weft_test::fill(want, i);
+        EXPECT_TRUE(in[i] == want) << "message " << i << " changed after its inject completion";
+      }
+      p.barrier();
+    } else {
+      p.barrier();
+      std::vector<unsigned char> buf;
+      for (int i = 0; i < n; ++i) {
+        if (i == n / 2) set_ops_flags(p.ep, FI_TRANSMIT | FI_INJECT_COMPLETE);
+        buf.assign(sizes[i % 4], 0);
+        weft_test::fill(buf, i);
+        if (i < n / 2) {
+          iovec iov{buf.data(), buf.size()};
+          fi_msg_tagged m{&iov, nullptr, 1, p.addr[1], static_cast<uint64_t>(i), 0, &buf, 0};
+          ASSERT_EQ(fi_tsendmsg(p.ep, &m, FI_INJECT_COMPLETE | FI_COMPLETION), 0);
+        } else {
+          ASSERT_EQ(fi_tsend(p.ep, buf.data(), buf.size(), nullptr, p.addr[1], i, &buf), 0);
+        }
+        ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+        EXPECT_EQ(ce.op_context, &buf);
+        std::fill(buf.begin(), buf.end(), 0xee);  // the buffer is ours again
+      }
+      p.barrier();
+    }
+  });
+}
+
+// Errors reach the CQ under selective completion ("regardless of whether
+// the operation asked for a completion"): a write and a read with a bad key,
+// and a receive too small for its message, none with FI_COMPLETION, each
+// end in an error entry; the successful ones make none.
+TEST_P(semantics, ErrorsReachTheCqUnderSelectiveCompletion) {
+  weft_test::mp_options opt;
+  opt.tx_flags_bind = FI_TRANSMIT | FI_SELECTIVE_COMPLETION;
+  opt.rx_flags_bind = FI_RECV | FI_SELECTIVE_COMPLETION;
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        std::vector<unsigned char> target(4096, 0x11);
+        fid_mr* mr = nullptr;
+        ASSERT_EQ(fi_mr_reg(p.domain, target.data(), target.size(), FI_REMOTE_WRITE | FI_REMOTE_READ, 0, 7, 0,
+                            &mr, nullptr),
+                  0);
+        uint64_t mine[2] = {reinterpret_cast<uint64_t>(target.data()), fi_mr_key(mr)}, theirs[2];
+        set_ops_flags(p.ep, FI_TRANSMIT | FI_COMPLETION);  // for the swap
+        set_ops_flags(p.ep, FI_RECV | FI_COMPLETION);
+        ASSERT_TRUE(p.swap_with_peer(mine, theirs, sizeof theirs));
+        set_ops_flags(p.ep, FI_TRANSMIT);
+        set_ops_flags(p.ep, FI_RECV);
+        fi_cq_tagged_entry ce;
+        fi_cq_err_entry err{};
+        if (p.rank == 0) {
+          char x[16] = "written";
+          int ctx[3];
+          ASSERT_EQ(fi_write(p.ep, x, 16, nullptr, p.addr[1], theirs[0], theirs[1] ^ 0x5a5a, &ctx[0]), 0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
+          EXPECT_NE(err.err, 0);
+          EXPECT_EQ(err.op_context, &ctx[0]);
+          EXPECT_EQ(err.flags, FI_RMA | FI_WRITE);
+          ASSERT_EQ(fi_read(p.ep, x, 16, nullptr, p.addr[1], theirs[0], theirs[1] ^ 0x5a5a, &ctx[1]), 0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
+          EXPECT_NE(err.err, 0);
+          EXPECT_EQ(err.op_context, &ctx[1]);
+          EXPECT_EQ(err.flags, FI_RMA | FI_READ);
+          // A good write: no entry.
+          ASSERT_EQ(fi_write(p.ep, x, 16, nullptr, p.addr[1], theirs[0], theirs[1], &ctx[2]), 0);
+          std::vector<char> big(64, 'b');
+          ASSERT_EQ(fi_send(p.ep, big.data(), big.size(), nullptr, p.addr[1], nullptr), 0);
+          p.barrier();  // the receiver saw both
+          EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
+        } else {
+          char small[16];
+          int ctx;
+          ASSERT_EQ(fi_recv(p.ep, small, sizeof small, nullptr, FI_ADDR_UNSPEC, &ctx), 0);
+          ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);
+          EXPECT_EQ(err.err, FI_ETRUNC);
+          EXPECT_EQ(err.op_context, &ctx);
+          EXPECT_EQ(err.len, sizeof small);
+          EXPECT_EQ(err.olen, 64 - sizeof small);
+          EXPECT_TRUE(progress_until(p.cq, [&] { return std::atomic_ref<unsigned char>(target[0]).load() == 'w'; }))
+              << "the good write landed";
+          EXPECT_STREQ(reinterpret_cast<char*>(target.data()), "written");
+          p.barrier();
+        }
+        p.barrier();
+        EXPECT_EQ(fi_close(&mr->fid), 0);
+      },
+      opt);
 }
 
 WEFT_MP_SUITE(semantics);

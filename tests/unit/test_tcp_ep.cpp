@@ -135,6 +135,15 @@ sockaddr_in listen_on(side& s) {
   return name_of(&s.pep->fid);
 }
 
+// cli's endpoint connects to `at` (no data); srv's EQ raises the request:
+// its fi_info (the caller frees it), or nullptr.
+fi_info* connect_request(side& srv, side& cli, const sockaddr_in& at) {
+  EXPECT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  std::vector<unsigned char> ev;
+  if (next_event(srv.eq, cli.eq, ev) != static_cast<int>(FI_CONNREQ)) return nullptr;
+  return reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
+}
+
 TEST(TcpCm, ConnectAcceptDataShutdown) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG, "127.0.0.1", nullptr, FI_SOURCE));
   ASSERT_NE(srv.info, nullptr);
@@ -207,10 +216,9 @@ TEST(TcpCm, ConnectAndAcceptEnableImplicitly) {
   sockaddr_in at = listen_on(srv);
   ASSERT_FALSE(HasFailure());
   cli.open_ep(cli.info, false);
-  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  fi_info* accept_info = connect_request(srv, cli, at);
+  ASSERT_NE(accept_info, nullptr);
   std::vector<unsigned char> ev;
-  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
-  fi_info* accept_info = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
   side acc(fi_dupinfo(srv.info));
   acc.open_ep(accept_info, false);
   ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
@@ -268,10 +276,9 @@ TEST(TcpCm, ClosingDropsItsQueuedEvents) {
   ASSERT_FALSE(HasFailure());
   // An error entry for the client (its connection refused), left unread.
   cli.open_ep(cli.info);
-  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
   std::vector<unsigned char> ev;
-  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
-  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
   ASSERT_EQ(fi_reject(srv.pep, req->handle, nullptr, 0), 0);
   fi_freeinfo(req);
   uint32_t event;
@@ -316,10 +323,9 @@ TEST(TcpCm, ServiceAloneListensEverywhere) {
   EXPECT_EQ(at.sin_addr.s_addr, htonl(INADDR_ANY));
   at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   cli.open_ep(cli.info);
-  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
   std::vector<unsigned char> ev;
-  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
-  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
   EXPECT_EQ(fi_reject(srv.pep, req->handle, nullptr, 0), 0);
   fi_freeinfo(req);
   // RDM: bound to the wildcard, named by a reachable address.
@@ -407,10 +413,9 @@ TEST(TcpCm, SharedContextsOnMsgEndpoints) {
     ASSERT_EQ(fi_enable(s.ep), 0);
   };
   open_shared(0, cli.info);
-  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
   std::vector<unsigned char> ev;
-  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
-  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
   open_shared(1, req);
   fi_freeinfo(req);
   ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
@@ -461,10 +466,9 @@ TEST(TcpCm, NoEventQueueIsRefusedBeforeAnythingChanges) {
   EXPECT_EQ(fi_enable(cli.ep), -FI_ENOEQ);
   EXPECT_EQ(fi_connect(cli.ep, &at, nullptr, 0), -FI_ENOEQ);
   ASSERT_EQ(fi_ep_bind(cli.ep, &cli.eq->fid, 0), 0) << "the refused calls enabled nothing";
-  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
   std::vector<unsigned char> ev;
-  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
-  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
   ASSERT_EQ(fi_endpoint(acc.domain, req, &acc.ep, nullptr), 0);
   fi_freeinfo(req);
   ASSERT_EQ(fi_ep_bind(acc.ep, &acc.cq->fid, FI_TRANSMIT | FI_RECV), 0);
@@ -484,6 +488,89 @@ TEST(TcpCm, NoEventQueueIsRefusedBeforeAnythingChanges) {
   }
   ASSERT_TRUE(got);
   EXPECT_EQ(in, out);
+}
+
+// Receives posted to an enabled MSG endpoint before fi_connect / fi_accept
+// wait for the connection and take its first messages, sent at once.
+TEST(TcpCm, ReceivesPostedBeforeTheConnection) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
+  cli.open_ep(cli.info);
+  char cli_in[2][16] = {}, acc_in[2][16] = {};
+  for (auto& b : cli_in) ASSERT_EQ(fi_recv(cli.ep, b, sizeof b, nullptr, 0, b), 0);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
+  std::vector<unsigned char> ev;
+  acc.open_ep(req);
+  fi_freeinfo(req);
+  for (auto& b : acc_in) ASSERT_EQ(fi_recv(acc.ep, b, sizeof b, nullptr, 0, b), 0);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  const char* words[2] = {"first", "second"};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_send(acc.ep, words[i], strlen(words[i]) + 1, nullptr, 0, nullptr), 0);
+    ASSERT_EQ(fi_send(cli.ep, words[i], strlen(words[i]) + 1, nullptr, 0, nullptr), 0);
+  }
+  int got_cli = 0, got_acc = 0, sent = 0;
+  fi_cq_tagged_entry ce;
+  for (auto t0 = clock_type::now(); (got_cli < 2 || got_acc < 2 || sent < 4) &&
+                                    clock_type::now() - t0 < std::chrono::seconds(5);) {
+    for (side* s : {&cli, &acc})
+      while (fi_cq_read(s->cq, &ce, 1) == 1) {
+        if (ce.flags & FI_SEND) {
+          ++sent;
+          continue;
+        }
+        auto* b = static_cast<char(*)[16]>(ce.op_context);
+        const int i = s == &cli ? got_cli++ : got_acc++;
+        EXPECT_EQ(ce.len, strlen(words[i]) + 1);
+        EXPECT_EQ(static_cast<void*>(b), static_cast<void*>(s == &cli ? cli_in[i] : acc_in[i]));
+        EXPECT_STREQ(*b, words[i]) << "in posting order";
+      }
+  }
+  EXPECT_EQ(got_cli, 2);
+  EXPECT_EQ(got_acc, 2);
+  EXPECT_EQ(sent, 4);
+}
+
+// An MSG endpoint connects from its source address (src_addr in the info):
+// the acceptor sees the connection come from there.
+TEST(TcpCm, ConnectFromTheSourceAddress) {
+  side srv(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
+  fi_info* hints = fi_allocinfo();
+  hints->fabric_attr->prov_name = strdup("tcp");
+  hints->ep_attr->type = FI_EP_MSG;
+  hints->caps = FI_MSG;
+  hints->addr_format = FI_SOCKADDR_IN;
+  auto* from = static_cast<sockaddr_in*>(calloc(1, sizeof(sockaddr_in)));
+  from->sin_family = AF_INET;
+  from->sin_addr.s_addr = htonl(0x7f000003);  // 127.0.0.3: loopback, not the default
+  hints->src_addr = from;
+  hints->src_addrlen = sizeof *from;
+  fi_info* ci = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "1", 0, hints, &ci), 0);
+  fi_freeinfo(hints);
+  side cli(ci);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
+  cli.open_ep(cli.info);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(req->dest_addrlen, sizeof(sockaddr_in));
+  EXPECT_EQ(static_cast<sockaddr_in*>(req->dest_addr)->sin_addr.s_addr, htonl(0x7f000003));
+  acc.open_ep(req);
+  fi_freeinfo(req);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  sockaddr_in peer{};
+  size_t len = sizeof peer;
+  ASSERT_EQ(fi_getpeer(acc.ep, &peer, &len), 0);
+  EXPECT_EQ(peer.sin_addr.s_addr, htonl(0x7f000003));
+  EXPECT_EQ(name_of(&cli.ep->fid).sin_addr.s_addr, htonl(0x7f000003));
 }
 
 TEST(TcpCm, BadArguments) {

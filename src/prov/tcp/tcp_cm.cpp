@@ -279,8 +279,15 @@ int ep_connect(fid_ep* f, const void* addr, const void* param, size_t paramlen) 
   if (int ret = fi_enable(f)) return ret;
   ep_guard g(e);
   if (e.msg_conn) return -FI_EISCONN;
+  // The connection leaves from the endpoint's address (src_addr,
+  // fi_setname): not the wildcard with no port (nothing to bind), and not a
+  // loopback address toward another host (fi_getinfo's default without a
+  // node, which could reach nothing there).
+  const bool bind_name = e.named && !(e.name.any() && !e.name.port()) && e.name.family() == to.family() &&
+                         !(e.name.loopback() && !to.loopback());
   conn* c = nullptr;
-  if (int ret = e.poll->connect(e.owner, e.cfg, to, param, paramlen, &c)) return ret;
+  if (int ret = e.poll->connect(e.owner, e.cfg, to, param, paramlen, &c, bind_name ? &e.name : nullptr))
+    return ret;
   e.msg_conn = c;
   return 0;
 }
