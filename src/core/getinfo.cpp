@@ -31,14 +31,19 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// FI_PROVIDER: "a,b" keeps only those; "^a,b" keeps all but those.
-bool allowed_by_env(const char* prov) {
+// FI_PROVIDER: "a,b" keeps only those; "^a,b" keeps all but those. A
+// provider made of others ("shm+tcp") goes with any of its parts excluded.
+bool allowed_by_env(const provider& prov) {
   const char* env = getenv("FI_PROVIDER");
   if (!env || !*env) return true;
   bool exclude = env[0] == '^';
+  const std::vector<std::string> parts = split(prov.links() ? prov.links() : "", '+');
   bool listed = false;
-  for (const std::string& name : split(exclude ? env + 1 : env, ','))
-    if (name == prov) listed = true;
+  for (const std::string& name : split(exclude ? env + 1 : env, ',')) {
+    if (name == prov.name()) listed = true;
+    if (exclude)
+      for (const std::string& part : parts) listed |= name == part;
+  }
   return exclude ? !listed : listed;
 }
 
@@ -330,7 +335,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   int last_err = -FI_ENODATA;
   const provider* taken_from = nullptr;
   for (provider* prov : providers()) {
-    if (!allowed_by_env(prov->name()) || !allowed_by_hints(hints, prov->name())) continue;
+    if (!allowed_by_env(*prov) || !allowed_by_hints(hints, prov->name())) continue;
     auto templates = prov->templates();
     for (const info_ptr& tp : *templates) {
       const fi_info* t = tp.get();

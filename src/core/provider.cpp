@@ -46,14 +46,21 @@ provider* find_provider(const char* name) {
   return nullptr;
 }
 
-std::shared_ptr<const provider::info_list> provider::templates() {
-  // What the templates depend on: the values of the provider's parameters.
+std::string provider::template_inputs() const {
+  // What the templates depend on: the values of the provider's parameters,
+  // and whatever else the provider names (template_key).
   std::string values;
   for (const param& p : params()) {
     const char* v = param_raw(name(), p.name);
     values += v ? v : "\x01";
     values += '\0';
   }
+  values += template_key();
+  return values;
+}
+
+std::shared_ptr<const provider::info_list> provider::templates() {
+  std::string values = template_inputs();
   std::lock_guard lock(mutex_);
   if (!cache_ || values != built_from_) {
     cache_ = std::make_shared<const info_list>(build_templates());

@@ -23,6 +23,7 @@ namespace weft {
 
 struct domain;  // src/util/domain.hpp
 struct fabric;  // src/util/fabric.hpp
+class av;       // src/util/av.hpp
 
 // The provider's part of one open domain: made at fi_domain, destroyed at
 // its fi_close, called from any thread (it locks what it shares).
@@ -37,6 +38,15 @@ public:
   // After every change to the domain's registration map (insert, erase,
   // flags) with the key concerned, outside the map's lock.
   virtual void mr_changed(uint64_t /*key*/) noexcept {}
+  // The domain's address vectors, for a provider that keeps state per entry
+  // (the linked provider: a path per peer). av_opened may refuse an AV
+  // (throws); av_filled hears of each entry about to be filled, under the
+  // AV's lock, and may refuse the address (a positive FI_E*); av_emptied of
+  // each entry removed; av_closed of the AV's close.
+  virtual void av_opened(av&) {}
+  virtual int av_filled(av&, uint64_t /*index*/, const void* /*addr*/, size_t /*len*/) noexcept { return 0; }
+  virtual void av_emptied(av&, uint64_t /*index*/) noexcept {}
+  virtual void av_closed(av&) noexcept {}
 };
 
 class provider {
@@ -52,6 +62,8 @@ public:
   virtual const char* name() const noexcept = 0;
   virtual uint32_t version() const noexcept = 0;  // prov_version
   virtual std::span<const param> params() const noexcept { return {}; }
+  // A provider made of others: their names joined by '+' ("shm+tcp").
+  virtual const char* links() const noexcept { return nullptr; }
   // Largest auth_key (domain and endpoint attributes) the provider checks
   // between peers; 0: it has none, and hints with a key find nothing.
   virtual size_t auth_key_max() const noexcept { return 0; }
@@ -59,6 +71,9 @@ public:
   // Fully populated fi_info entries (newest API), best first, from the
   // parameters' current values. The core duplicates, filters and adapts them.
   std::shared_ptr<const info_list> templates();
+  // What the templates are built from (parameter values, template_key):
+  // they are rebuilt when it changes.
+  std::string template_inputs() const;
 
   // Fills info->src_addr / dest_addr from node/service/flags (man
   // fi_getinfo). Returns 0, or -FI_ENODATA when they name nothing this
@@ -71,6 +86,9 @@ public:
 
 protected:
   virtual info_list build_templates() const = 0;
+  // What the templates depend on besides the parameters (the network
+  // interfaces, say): a change rebuilds them.
+  virtual std::string template_key() const { return {}; }
 
 private:
   std::mutex mutex_;

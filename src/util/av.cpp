@@ -429,6 +429,8 @@ int av::insert_one(const void* addr, size_t len, uint64_t user_id, bool use_user
     if (shared_) return FI_ENOSPC;
     grow(idx + 1);
   }
+  if (dom_->pd)
+    if (int err = dom_->pd->av_filled(*this, idx, addr, len)) return err;
   if (priv_ && len) priv_->rev.try_emplace(std::string(static_cast<const char*>(addr), len), idx);
   slot_hdr* s = slot_at(idx);
   std::memcpy(s + 1, addr, len);
@@ -459,8 +461,34 @@ int av::remove(const fi_addr_t* fi_addr, size_t count) {
     }
     store_state(s, st & ~uint32_t{1});
     if (idx < hint) hint = idx;
+    if (dom_->pd) dom_->pd->av_emptied(*this, idx);
   }
   return 0;
+}
+
+int av::insert_at(uint64_t idx, const void* addr, size_t len, uint64_t user_id) {
+  if (!priv_ || len > max_len_ || idx > index_mask_ || idx >= max_slots) return FI_EINVAL;
+  std::lock_guard<av> held(*this);
+  if (idx >= capacity_.load(std::memory_order_relaxed)) grow(idx + 1);
+  slot_hdr* s = slot_at(idx);
+  const uint32_t st = load_state(s);
+  if (st & 1) {  // refilled: drop the old bytes' reverse entry
+    auto it = priv_->rev.find(std::string_view(reinterpret_cast<const char*>(s + 1), s->len));
+    if (it != priv_->rev.end() && it->second == idx) priv_->rev.erase(it);
+  }
+  priv_->rev.try_emplace(std::string(static_cast<const char*>(addr), len), idx);
+  std::memcpy(s + 1, addr, len);
+  s->len = uint32_t(len);
+  s->user_id = user_id;
+  store_state(s, (((st >> 1) + 1) << 1) | 1);
+  if (idx >= high_) high_ = idx + 1;
+  if (hint_ == idx) hint_ = idx + 1;
+  return 0;
+}
+
+void av::erase_at(uint64_t idx) noexcept {
+  fi_addr_t a = idx;
+  (void)remove(&a, 1);
 }
 
 fi_addr_t av::find(const void* addr, size_t len) const noexcept {
@@ -699,6 +727,7 @@ int av_close(fid* f) noexcept {
   auto* a = from_fid<av>(f);
   if (a->user_count() != 0) return -FI_EBUSY;
   domain& d = a->dom();
+  if (d.pd) d.pd->av_closed(*a);
   delete a;
   d.users_.drop();
   return 0;
@@ -782,6 +811,7 @@ int av_open(domain& dom, fi_av_attr* attr, fid_av** out, void* context) noexcept
         a->grow(attr->count < private_prealloc_max ? attr->count : private_prealloc_max);
       }
     }
+    if (dom.pd) dom.pd->av_opened(*a);
     attr->type = type;
     if (named && !attr->map_addr) attr->map_addr = a->shared_->base;
     dom.users_.add();

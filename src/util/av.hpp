@@ -127,6 +127,11 @@ public:
 
   // Control-path entry points behind the ops tables (av.cpp).
   int insert_one(const void* addr, size_t len, uint64_t user_id, bool use_user_id, fi_addr_t& out);
+  // For a provider that mirrors another AV's indices in an AV of its own
+  // (the linked provider's parts): fills slot `idx` of this private AV
+  // (0 or a positive FI_E*), or empties it. Takes the lock.
+  int insert_at(uint64_t idx, const void* addr, size_t len, uint64_t user_id);
+  void erase_at(uint64_t idx) noexcept;
   int remove(const fi_addr_t* fi_addr, size_t count);
   void bind_eq(fid_eq* eq);
   fid_eq* eq() const noexcept { return eq_; }

@@ -22,7 +22,7 @@ namespace {
 
 void domain_destroy(domain* d) noexcept {
   d->pd.reset();
-  mr_map_destroy(*d);
+  if (!d->parent) mr_map_destroy(*d);  // a part shares its parent's
   info_free(d->info);
   delete d;
 }
@@ -181,6 +181,36 @@ int domain_open(fabric& fab, fi_info* info, fid_domain** out, void* context) noe
     *out = &d.release()->fid_;
     return 0;
   });
+}
+
+void domain_part_deleter::operator()(domain* d) const noexcept {
+  domain_destroy(d);
+}
+
+domain_part domain_open_part(domain& parent, provider& prov, const fi_info* info) {
+  domain_part d(new domain{});
+  d->info = info_dup(info);
+  if (!d->info) throw std::bad_alloc();
+  d->parent = &parent;
+  d->fab = parent.fab;
+  d->prov = &prov;
+  d->api_version = parent.api_version;
+  d->mr_mode = parent.mr_mode;
+  d->mr_legacy_basic = parent.mr_legacy_basic;
+  d->threading = parent.threading;
+  d->data_progress = parent.data_progress;
+  d->control_progress = parent.control_progress;
+  d->addr_format = info->addr_format;
+  d->addrlen = addrlen_of(d->addr_format);
+  if (!d->addrlen) fail(FI_EINVAL, "part domain: unknown address format");
+  d->fid_.fid.fclass = FI_CLASS_DOMAIN;
+  d->fid_.fid.ops = &domain_fi_ops;
+  d->fid_.ops = &domain_ops;
+  d->fid_.mr = &mr_ops;
+  d->mrs = parent.mrs;
+  d->eq = nullptr;
+  d->pd = prov.open_domain(*d);
+  return d;
 }
 
 }  // namespace weft

@@ -31,8 +31,20 @@ struct domain {
 
   // The provider's part, made at open (endpoints, registration events).
   std::unique_ptr<prov_domain> pd;
+  domain* parent = nullptr;  // a part of another provider's domain (domain_open_part)
 
   static domain* of(fid_domain* d) noexcept { return from_fid<domain>(d); }
 };
+
+// A domain of provider `prov` inside `parent`, for a provider made of other
+// providers (the linked provider's shm and tcp parts): it shares the
+// parent's registrations (one fi_mr_reg, one key on every part), threading,
+// progress and mr_mode, and is never handed to the application. `info`
+// names the part's own template (its domain name). Throws.
+struct domain_part_deleter {
+  void operator()(domain* d) const noexcept;
+};
+using domain_part = std::unique_ptr<domain, domain_part_deleter>;
+domain_part domain_open_part(domain& parent, provider& prov, const fi_info* info);
 
 }  // namespace weft

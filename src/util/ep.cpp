@@ -73,17 +73,8 @@ int ep_close(fid* f) noexcept {
       ep_guard g(*e);
       e->tops->close(*e);
       e->enabled = false;
-      if (e->shared_rx) {
-        // Messages that arrived here and wait in the shared queues go with us.
-        for (bool tagged : {false, true}) {
-          auto& list = ux_list(*e, tagged);
-          for (auto it = list.begin(); it != list.end();) {
-            auto next = std::next(it);
-            if (it->owner == e) ux_drop(*e, list, it);
-            it = next;
-          }
-        }
-      }
+      // Messages that arrived here and wait in shared queues go with us.
+      if (e->rx != &e->own_rx) ux_drop_owned(*e);
     }
     unbind_all(*e);  // without the endpoint lock: see endpoint::ctl
     unbind_shared(*e);
@@ -435,6 +426,37 @@ int opt_set(const opt_target& t, int level, int optname, const void* optval, siz
   }
 }
 
+void ux_drop_owned(endpoint& e) noexcept {
+  for (bool tagged : {false, true}) {
+    auto& list = ux_list(e, tagged);
+    for (auto it = list.begin(); it != list.end();) {
+      auto next = std::next(it);
+      if (it->owner == &e) ux_drop(e, list, it);
+      it = next;
+    }
+  }
+}
+
+void endpoint_share(endpoint& part, endpoint& whole, av* part_av) {
+  if (part.enabled || part.av || part.tx_cq || part.rx_cq) fail(FI_EINVAL, "part endpoint already bound");
+  part.tx_cq = whole.tx_cq;
+  part.rx_cq = whole.rx_cq;
+  part.tx_selective = whole.tx_selective;
+  part.rx_selective = whole.rx_selective;
+  if (part.tx_cq) cq_take(part.tx_cq);
+  if (part.rx_cq) cq_take(part.rx_cq);
+  fid_cntr* endpoint::*cntrs[] = {&endpoint::cntr_send,  &endpoint::cntr_recv,  &endpoint::cntr_read,
+                                  &endpoint::cntr_write, &endpoint::cntr_rread, &endpoint::cntr_rwrite};
+  for (auto m : cntrs) {
+    part.*m = whole.*m;
+    if (part.*m) cntr_take(part.*m);
+  }
+  part.av = part_av;
+  if (part_av) part_av->add_user();
+  part.rx = whole.rx;
+  part.lock = whole.lock;
+}
+
 bool is_endpoint(const fid* f) noexcept {
   return f && f->ops == &ep_fi_ops;
 }
@@ -475,8 +497,8 @@ void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, s
   if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_inc(c);
 }
 
-void tx_fail(endpoint& e, void* context, uint64_t cq_flags, int err, size_t len) noexcept {
-  if (e.tx_cq) {
+void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept {
+  if (e.tx_cq && !(op_flags & flag_no_cq)) {
     fi_cq_err_entry ee{};
     ee.op_context = context;
     ee.flags = cq_flags;

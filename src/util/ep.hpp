@@ -165,8 +165,11 @@ inline uint64_t rx_flags_of(fid_ep* f, const endpoint& e) noexcept {
 // A transmit operation ended: a CQ entry unless the operation asked for none
 // (selective completion without FI_COMPLETION, injects), and its counter.
 void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t len) noexcept;
-// It failed: an error entry (err is a positive FI_E* code) and the counter's error.
-void tx_fail(endpoint& e, void* context, uint64_t cq_flags, int err, size_t len) noexcept;
+// It failed: an error entry (err is a positive FI_E* code) and the counter's
+// error. An operation that asked for no completion at all (fi_inject and
+// friends: flag_no_cq in op_flags) counts its error only: an error entry
+// must carry the context of the operation it ends, and it has none.
+void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept;
 // A receive ended with `n` bytes of a `size`-byte message in it (buf: the
 // multi-receive slice), or with err: success, FI_ETRUNC when n < size, or
 // the error. src is the sender (FI_SOURCE), FI_ADDR_NOTAVAIL when unknown.
@@ -214,6 +217,19 @@ struct opt_target {
 };
 int opt_get(const opt_target& t, int level, int optname, void* optval, size_t* optlen) noexcept;
 int opt_set(const opt_target& t, int level, int optname, const void* optval, size_t optlen) noexcept;
+
+// ------------------------------------------------------------------ endpoints made of endpoints
+// A provider made of other providers (the linked provider) gives each part
+// endpoint, before enabling it, the bindings of the whole: its CQs and
+// counters with their selective-completion flags (references taken, no
+// poller: the whole's poller progresses its parts), its receive queues and
+// lock (one matcher fed by every part: each unexpected entry names the part
+// it arrived on) and `part_av`, the part's mirror of the whole's AV (same
+// indices, so a part's FI_SOURCE is the whole's fi_addr_t). Throws.
+void endpoint_share(endpoint& part, endpoint& whole, av* part_av);
+// Drops the unexpected messages that arrived on `e` from the queues it
+// shares (it is closing: its transport can no longer deliver them).
+void ux_drop_owned(endpoint& e) noexcept;
 
 // ------------------------------------------------------------------ scalable endpoints, shared contexts
 // A scalable endpoint: an address with several transmit and receive

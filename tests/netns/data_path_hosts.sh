@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The multi-process data-path suites over weft's tcp with every rank on its
-# own "host" (a network namespace, tests/netns/netns.sh): three hosts on a
+# The multi-process data-path suites over weft's tcp and the linked provider
+# with every rank on its own "host" (a network namespace, tests/netns/netns.sh): three hosts on a
 # clean link, then two hosts over a link that delays and drops packets
 # (tc netem, or delay_link where the kernel has no sch_netem), where nothing
 # may be lost or corrupted. SKIPs (77) where
@@ -22,11 +22,15 @@ export tests
 # the link's delay where the kernel has no sch_netem (netns.sh)
 [ -x "$build/bin/delay_link" ] && export WEFT_DELAY_LINK=$build/bin/delay_link
 
-echo "== three hosts"
-bash "$here/netns.sh" -n 3 -- bash -c "suite 'mode/*tcp_hosts*'"
+echo "== three hosts (tcp, and the linked provider with every peer on another host)"
+bash "$here/netns.sh" -n 3 -- bash -c "suite 'mode/*_hosts*'"
 rc=$?
 ((rc == 77)) && exit 77  # no namespaces here at all
 fail=$rc
+echo "== two hosts: the linked provider mixes peers over shm and tcp (rank r on host r % 2)"
+bash "$here/netns.sh" -n 2 -- bash -c "suite 'mode/*lnx_hosts*'"
+rc=$?
+((rc)) && fail=1
 echo "== two hosts, 2 ms delay and 1% loss on every link"
 # The lossy link keeps the default user timeout (10 s): after a lost SYN the
 # kernel waits 3 s before its first retransmission of data (RFC 6298's

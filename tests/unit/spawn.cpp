@@ -102,12 +102,17 @@ const mp_mode all_modes[] = {
     // Each rank on its own "host": a network namespace of tests/netns/netns.sh
     // (offered only when that script runs the tests: WEFT_NS_1.. are set).
     {"tcp_hosts", "tcp", "FI_TCP_IFACE=eth0", false},
+    // The linked provider: on one host every peer is reached over shm; with
+    // hosts, rank r on host r % hosts, so suites of three or more ranks mix
+    // peers over shm and over tcp in one endpoint.
+    {"lnx", "lnx", nullptr, true},
+    {"lnx_hosts", "lnx", nullptr, false},
 };
 const mp_mode* running = nullptr;
 }  // namespace
 
 bool is_hosts_mode(const mp_mode& m) {
-  return !strcmp(m.name, "tcp_hosts");
+  return std::string_view(m.name).ends_with("_hosts");
 }
 
 std::vector<mp_mode> mp_modes(const char* only_prov) {

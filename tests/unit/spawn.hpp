@@ -42,6 +42,8 @@ inline void PrintTo(const mp_mode& m, std::ostream* os) {
 std::vector<mp_mode> mp_modes(const char* only_prov = nullptr);
 // The mode of the running test (the first shm mode outside mp_test).
 const mp_mode& current_mode();
+// A mode whose ranks run on "hosts" (network namespaces): "<prov>_hosts".
+bool is_hosts_mode(const mp_mode& m);
 
 // A suite run once per mode: applies the mode's environment around each test.
 class mp_test : public ::testing::TestWithParam<mp_mode> {

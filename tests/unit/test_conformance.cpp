@@ -280,7 +280,7 @@ TEST_P(conformance, FourEndpointsFromOneInfo) {
     if (p.rank == 0) {
       // A node without a service (on "hosts" made of namespaces: no node,
       // the host's own address, which peers there can reach).
-      const bool hosts = !strcmp(weft_test::current_mode().name, "tcp_hosts");
+      const bool hosts = weft_test::is_hosts_mode(weft_test::current_mode());
       fi_info* info = getinfo(p.info->fabric_attr->prov_name, hosts ? nullptr : "127.0.0.1", nullptr,
                               hosts ? 0 : FI_SOURCE);
       ASSERT_NE(info, nullptr);

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "prov/lnx/lnx.hpp"
 #include "spawn.hpp"
 
 namespace {
@@ -646,6 +647,55 @@ TEST_P(data_path, KilledPeer) {
   });
 }
 
+// Injects to a dead peer (fi_inject, fi_tinject, fi_tinjectdata: no
+// completion asked for) fail on the send counter only: an error entry must
+// carry the context of the operation it ends (man fi_cq), and an inject has
+// none (Open MPI's OFI layer took such an entry's NULL context for a
+// request and crashed). A send with a context still ends in an error entry
+// that carries it.
+TEST_P(data_path, InjectToDeadPeerWritesNoContextlessEntry) {
+  weft_test::mp_options opt;
+  opt.counters = true;
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        fi_cq_tagged_entry ce;
+        fi_cq_err_entry err{};
+        if (p.rank == 1) {
+          p.barrier();
+          _exit(0);  // dies without closing anything
+        }
+        p.barrier();
+        usleep(200000);
+        uint64_t v = 7;
+        std::vector<unsigned char> mid(1000, 1);  // beyond every inline path
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        // Inject until the failure shows on the counter (an inject may be
+        // taken before the peer is known dead).
+        while (fi_cntr_readerr(p.cntr_send) == 0 && std::chrono::steady_clock::now() < until) {
+          ssize_t r1 = fi_tinject(p.ep, &v, sizeof v, p.addr[1], 9);
+          ssize_t r2 = fi_inject(p.ep, mid.data(), mid.size(), p.addr[1]);
+          ssize_t r3 = fi_tinjectdata(p.ep, &v, sizeof v, 5, p.addr[1], 9);
+          for (ssize_t r : {r1, r2, r3}) EXPECT_TRUE(r == 0 || r == -FI_EAGAIN || r < 0) << r;
+          ssize_t n = fi_cq_read(p.cq, &ce, 1);
+          ASSERT_NE(n, -FI_EAVAIL) << "an inject's failure reached the CQ as an error entry";
+          ASSERT_NE(n, 1) << "an inject generated a completion";
+          usleep(1000);
+        }
+        EXPECT_GT(fi_cntr_readerr(p.cntr_send), 0u) << "the failed injects were not counted";
+        // A send with a context: its error entry names it.
+        int ctx = 0;
+        ssize_t r;
+        while ((r = fi_tsend(p.ep, &v, sizeof v, nullptr, p.addr[1], 9, &ctx)) == -FI_EAGAIN) fi_cq_read(p.cq, &ce, 0);
+        if (r == 0) {
+          ASSERT_EQ(p.wait_cq(&ce, &err, 10000), -FI_EAVAIL);
+          EXPECT_EQ(err.op_context, &ctx);
+        }
+        for (int i = 0; i < 100; ++i) EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
+      },
+      opt);
+}
+
 // A peer killed in the middle of a 64 MiB transfer: the survivor's send
 // ends within 5 s — in an error entry, or in success when the data got there
 // first (shm's receiver pulls it all in its first progress calls) — and it
@@ -690,7 +740,7 @@ TEST_P(data_path, KilledDuringLargeTransferOthersStillServed) {
 // every send still outstanding ends in an error entry too. Receives not yet
 // matched belong to no peer and stay posted until cancelled. Nothing hangs.
 TEST_P(data_path, LinkDownMidTransfer) {
-  if (strcmp(GetParam().name, "tcp_hosts")) GTEST_SKIP() << "needs ranks on hosts joined by a link";
+  if (!weft_test::is_hosts_mode(GetParam())) GTEST_SKIP() << "needs ranks on hosts joined by a link";
   mp_run(2, [](mp_peer& p) {
     constexpr size_t size = size_t{1} << 20;
     constexpr int window = 8;
@@ -1079,6 +1129,197 @@ TEST_P(data_path, VectorRmaAndAtomics) {
         EXPECT_EQ(fi_close(&mr->fid), 0);
       },
       opt);
+}
+
+// Every size on every protocol path (inline, eager, fragments or
+// rendezvous) with every completion level, untagged and tagged, to a
+// receive posted before the message and to one posted after it: each
+// message arrives whole and each send completes once, without error. An RDM
+// send with FI_DELIVERY_COMPLETE beyond tcp's eager size once broke the
+// connection (the receiver refused the data frame's acknowledgement flag).
+TEST_P(data_path, EverySizeEveryCompletionLevel) {
+  mp_run(2, [](mp_peer& p) {
+    const size_t sizes[] = {0, 8, 64, 4096, 4097, 65536, 65537, (size_t{256} << 10) + 1, size_t{1} << 20};
+    struct level {
+      uint64_t flags;
+      bool small_only;  // FI_INJECT: up to inject_size
+    };
+    const level levels[] = {{0, false},
+                            {FI_INJECT_COMPLETE, false},
+                            {FI_TRANSMIT_COMPLETE, false},
+                            {FI_DELIVERY_COMPLETE, false},
+                            {FI_INJECT | FI_DELIVERY_COMPLETE, true},
+                            {FI_INJECT | FI_TRANSMIT_COMPLETE, true}};
+    const size_t inject = p.info->tx_attr->inject_size;
+    int round = 0;
+    for (bool posted_first : {true, false}) {
+      for (bool tagged : {false, true}) {
+        for (const level& lv : levels) {
+          for (size_t size : sizes) {
+            if (lv.small_only && size > inject) continue;
+            ++round;
+            std::vector<unsigned char> out(size), in(size + 8, 0xee);
+            fill(out, static_cast<unsigned>(round));
+            fi_cq_tagged_entry ce;
+            fi_cq_err_entry err{};
+            const uint64_t tag = 0x100 + static_cast<uint64_t>(round);
+            if (p.rank == 0) {
+              if (posted_first) p.barrier();  // the receive is posted
+              iovec iov{out.data(), size};
+              ssize_t ret;
+              if (tagged) {
+                fi_msg_tagged m{&iov, nullptr, 1, p.addr[1], tag, 0, &out, 0};
+                ret = fi_tsendmsg(p.ep, &m, lv.flags | FI_COMPLETION);
+              } else {
+                fi_msg m{&iov, nullptr, 1, p.addr[1], &out, 0};
+                ret = fi_sendmsg(p.ep, &m, lv.flags | FI_COMPLETION);
+              }
+              ASSERT_EQ(ret, 0) << "size " << size << " flags 0x" << std::hex << lv.flags;
+              if (lv.flags & FI_INJECT) fill(out, 0);  // the buffer is ours again
+              if (!posted_first) p.barrier();  // the message is on its way
+              ASSERT_EQ(p.wait_cq(&ce, &err), 1) << "send of " << size << " flags 0x" << std::hex << lv.flags
+                                                 << (tagged ? " tagged" : " msg") << ": " << fi_strerror(err.err);
+              EXPECT_EQ(ce.op_context, &out);
+              EXPECT_TRUE(ce.flags & FI_SEND);
+              p.barrier();
+            } else {
+              if (posted_first) {
+                ASSERT_EQ(tagged ? fi_trecv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, tag, 0, &in)
+                                 : fi_recv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, &in),
+                          0);
+                p.barrier();
+              } else {
+                p.barrier();
+                // Let the message (or its announcement) arrive and wait as unexpected.
+                const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+                while (std::chrono::steady_clock::now() < until) ASSERT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
+                ASSERT_EQ(tagged ? fi_trecv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, tag, 0, &in)
+                                 : fi_recv(p.ep, in.data(), size, nullptr, FI_ADDR_UNSPEC, &in),
+                          0);
+              }
+              ASSERT_EQ(p.wait_cq(&ce, &err), 1) << "receive of " << size << " flags 0x" << std::hex << lv.flags
+                                                 << (tagged ? " tagged" : " msg") << ": " << fi_strerror(err.err);
+              EXPECT_EQ(ce.op_context, &in);
+              EXPECT_EQ(ce.len, size);
+              if (tagged) {
+                EXPECT_EQ(ce.tag, tag);
+              }
+              fill(out, static_cast<unsigned>(round));
+              if (size) {
+                ASSERT_EQ(memcmp(in.data(), out.data(), size), 0) << "size " << size;
+              }
+              EXPECT_EQ(in[size], 0xee) << "wrote past the message";
+              p.barrier();
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// A delivery-complete send whose message the receiver discards unread
+// (FI_PEEK | FI_DISCARD) still completes, eager or announced for rendezvous.
+TEST_P(data_path, DiscardedDeliveryCompleteSendCompletes) {
+  mp_run(2, [](mp_peer& p) {
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    for (size_t size : {size_t{8}, size_t{4097}, size_t{65537}, size_t{1} << 20}) {
+      const uint64_t tag = 0x500 + size;
+      if (p.rank == 0) {
+        std::vector<unsigned char> out(size, 7);
+        iovec iov{out.data(), size};
+        fi_msg_tagged m{&iov, nullptr, 1, p.addr[1], tag, 0, &out, 0};
+        ASSERT_EQ(fi_tsendmsg(p.ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION), 0);
+        ASSERT_EQ(p.wait_cq(&ce, &err), 1) << "send of " << size << ": " << fi_strerror(err.err);
+        EXPECT_EQ(ce.op_context, &out);
+        // Tell the receiver, who progresses (acknowledges) until it hears.
+        ASSERT_EQ(fi_tinject(p.ep, &size, sizeof size, p.addr[1], 1), 0);
+      } else {
+        fi_msg_tagged m{};
+        m.addr = FI_ADDR_UNSPEC;
+        m.tag = tag;
+        m.context = &m;
+        int r = -FI_ETIMEDOUT;
+        for (int i = 0; i < 10000; ++i) {  // a peek reports what has arrived: peek until it has
+          ASSERT_EQ(fi_trecvmsg(p.ep, &m, FI_PEEK | FI_DISCARD), 0);
+          r = p.wait_cq(&ce, &err);
+          if (r == 1 || r != -FI_EAVAIL || err.err != FI_ENOMSG) break;
+          usleep(1000);
+        }
+        ASSERT_EQ(r, 1) << "size " << size << ": " << fi_strerror(err.err);
+        EXPECT_EQ(ce.len, size);
+        ASSERT_EQ(fi_trecvmsg(p.ep, &m, FI_PEEK), 0);
+        ASSERT_EQ(p.wait_cq(&ce, &err), -FI_EAVAIL);  // gone
+        EXPECT_EQ(err.err, FI_ENOMSG);
+        // The sender's completion may need our progress (the acknowledgement).
+        size_t done = 0;
+        ASSERT_EQ(fi_trecv(p.ep, &done, sizeof done, nullptr, FI_ADDR_UNSPEC, 1, 0, nullptr), 0);
+        ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+        EXPECT_EQ(done, size);
+      }
+    }
+  });
+}
+
+// Two senders, one wildcard receive queue: each sender's messages match in
+// the order it sent them, and FI_SOURCE names the sender, whichever path
+// its messages took. Under the linked provider on two hosts, rank 2 shares
+// rank 0's host (shm) and rank 1 is on the other (tcp): one endpoint, one
+// matcher fed by both transports.
+TEST_P(data_path, TwoSendersOneWildcardQueue) {
+  mp_run(3, [](mp_peer& p) {
+    constexpr int n = 200;
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    if (p.rank == 0) {
+      if (!strcmp(p.info->fabric_attr->prov_name, "lnx")) {
+        // White box: the path each peer's address chose when inserted.
+        // Rank r runs on host r % hosts.
+        auto& e = static_cast<weft::lnx::ep&>(*weft::endpoint::of(p.ep));
+        const char* h = getenv("WEFT_NS_HOSTS");
+        const int hosts = weft_test::is_hosts_mode(weft_test::current_mode()) && h ? atoi(h) : 1;
+        for (int r = 0; r < 3; ++r) EXPECT_EQ(e.local(p.addr[r]), r % hosts == 0) << "rank " << r;
+      }
+      std::vector<uint64_t> in(2 * n);
+      for (int i = 0; i < 2 * n; ++i)
+        ASSERT_EQ(fi_trecv(p.ep, &in[i], sizeof in[i], nullptr, FI_ADDR_UNSPEC, 0x70, 0x0f, &in[i]), 0);
+      p.barrier();
+      int next[3] = {0, 0, 0};
+      for (int k = 0; k < 2 * n; ++k) {
+        fi_addr_t src = FI_ADDR_NOTAVAIL;
+        ASSERT_EQ(p.wait_cq(&ce, &err, 10000, &src), 1) << fi_strerror(err.err);
+        const uint64_t v = *static_cast<uint64_t*>(ce.op_context);
+        const int from = static_cast<int>(v >> 32);
+        ASSERT_TRUE(from == 1 || from == 2) << v;
+        EXPECT_EQ(src, p.addr[from]) << "FI_SOURCE of rank " << from;
+        EXPECT_EQ(ce.tag, 0x70u + from);
+        EXPECT_EQ(static_cast<int>(v & 0xffffffff), next[from]) << "rank " << from << "'s messages out of order";
+        ++next[from];
+      }
+      EXPECT_EQ(next[1], n);
+      EXPECT_EQ(next[2], n);
+      p.barrier();
+    } else {
+      p.barrier();
+      std::vector<uint64_t> out(n);
+      int done = 0;
+      for (int i = 0; i < n; ++i) {
+        out[i] = (uint64_t(p.rank) << 32) | uint64_t(i);
+        ssize_t r;
+        // Sizes alternate between the inline path and a copied one.
+        while ((r = (i & 1) ? fi_tsend(p.ep, &out[i], sizeof out[i], nullptr, p.addr[0], 0x70 + p.rank, nullptr)
+                            : fi_tinject(p.ep, &out[i], sizeof out[i], p.addr[0], 0x70 + p.rank)) == -FI_EAGAIN)
+          if (fi_cq_read(p.cq, &ce, 1) == 1) ++done;
+        ASSERT_EQ(r, 0);
+      }
+      while (done < n / 2) {
+        ASSERT_EQ(p.wait_cq(&ce), 1);
+        ++done;
+      }
+      p.barrier();
+    }
+  });
 }
 
 WEFT_MP_SUITE(data_path);

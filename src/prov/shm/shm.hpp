@@ -493,7 +493,8 @@ void send_ack(ep& e, uint32_t slot, uint64_t id, int err) noexcept;
 // A send to a destination without a peer (why != ok): -FI_EINVAL when the
 // AV does not hold it, -FI_EAGAIN while the peer is not there yet, an
 // FI_EIO completion (and 0) when it is gone.
-ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq_flags) noexcept;
+ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq_flags,
+                    uint64_t op_flags) noexcept;
 
 // ------------------------------------------------------------------ requests (shm_progress.cpp)
 request* new_request(ep& e, peer* to, req_kind kind, void* context, uint64_t cq_flags, uint64_t op_flags,

@@ -39,7 +39,7 @@ ssize_t atomic(ep& e, const atomic_call& a) noexcept {
     return -FI_EAGAIN;
   peer_ref to = peer_of(e, a.dest);
   if (!to.p) [[unlikely]]
-    return unreachable(e, a.dest, to.why, a.context, cq_flags);
+    return unreachable(e, a.dest, to.why, a.context, cq_flags, a.flags);
   peer& p = *to.p;
   cell* c = claim_to(e, p);
   if (!c) return -FI_EAGAIN;
@@ -84,7 +84,7 @@ void handle_atomic_resp(ep& e, cell* c) noexcept {
   request* r = e.requests.find(h.id);
   if (!r || r->kind != req_kind::atomic) return;
   if (h.data) {
-    tx_fail(e, r->context, r->flags, static_cast<int>(h.data), 0);
+    tx_fail(e, r->context, r->flags, r->op_flags, static_cast<int>(h.data), 0);
   } else {
     iov_copy_to(r->iov, r->iov_count, 0, c->payload, std::min<size_t>(h.len, r->len));
     if (!(r->op_flags & flag_no_cq) || r->iov_count) tx_done(e, r->context, r->flags, r->op_flags, r->len);

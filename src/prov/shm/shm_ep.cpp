@@ -14,6 +14,8 @@
 
 #include "core/log.hpp"
 #include "prov/shm/shm.hpp"
+#include "prov/shm/shm_part.hpp"
+#include "util/ep_ops.hpp"
 
 namespace weft::shm {
 
@@ -202,4 +204,45 @@ int shm_domain::scalable_ep(fi_info* info, fid_ep** out, void* context) {
   return ret;
 }
 
+std::string part_name(endpoint& e) {
+  return ep::of(e).name;
+}
 }  // namespace weft::shm
+
+namespace weft {
+
+// ------------------------------------------------------------------ as a part (shm_part.hpp)
+template <>
+endpoint* part<shm::part_tag>::open(domain& part_domain, const fi_info* info) {
+  auto e = shm::make_ep(part_domain, info, nullptr, ep_role::endpoint, shm::endpoint_name(info, ""));
+  part_domain.users_.add();
+  return e.release();
+}
+template <>
+ssize_t part<shm::part_tag>::rma(endpoint& e, bool write, const iovec* iov, void* const* desc, size_t count, fi_addr_t addr,
+                  const fi_rma_iov* riov, size_t rcount, uint64_t data, void* ctx, uint64_t flags) noexcept {
+  return shm::rma(shm::ep::of(e), write, iov, desc, count, addr, riov, rcount, data, ctx, flags);
+}
+template <>
+ssize_t part<shm::part_tag>::atomic(endpoint& e, const atomic_call& call) noexcept {
+  return shm::atomic(shm::ep::of(e), call);
+}
+template <>
+size_t part<shm::part_tag>::atomic_max_count(atomic_form form, fi_datatype dt) noexcept {
+  return shm::atomic_max_count(form, dt);
+}
+template <>
+bool part<shm::part_tag>::busy(endpoint& e) noexcept {
+  return shm::ops_outstanding(shm::ep::of(e));
+}
+template <>
+void part<shm::part_tag>::progress(endpoint& e) noexcept {
+  shm::progress(shm::ep::of(e));
+}
+
+template <>
+bool part<shm::part_tag>::idle(endpoint&) noexcept {
+  return false;  // a round is a few loads
+}
+
+}  // namespace weft

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "prov/shm/shm.hpp"
+#include "prov/shm/shm_part.hpp"
 #include "util/ep_ops.hpp"
 
 namespace weft::shm {
@@ -161,7 +162,7 @@ ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag
     return -FI_EAGAIN;
   peer_ref to = peer_of(e, dest);
   if (!to.p) [[unlikely]]
-    return unreachable(e, dest, to.why, context, m.cq_flags);
+    return unreachable(e, dest, to.why, context, m.cq_flags, flags);
   const bool want_ack = (flags & FI_DELIVERY_COMPLETE) && !(flags & FI_INJECT);
   switch (select(len, want_ack, *to.p)) {
     case proto::inline_msg:
@@ -187,7 +188,7 @@ template <bool Tagged>
   ep_guard g(e);
   peer_ref to = peer_of(e, dest);
   if (!to.p) [[unlikely]]
-    return unreachable(e, dest, to.why, nullptr, cq_flags);
+    return unreachable(e, dest, to.why, nullptr, cq_flags, FI_INJECT | flag_no_cq);
   peer& p = *to.p;
   cell* c = claim_to(e, p);
   if (!c) [[unlikely]]
@@ -237,3 +238,27 @@ void install_ops(endpoint& e, ep_role role) noexcept {
 }
 
 }  // namespace weft::shm
+
+namespace weft {
+
+// As a part of a linked endpoint (shm_part.hpp): the sends of this file.
+template <>
+template <bool Tagged>
+ssize_t part<shm::part_tag>::send(endpoint& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag,
+                                 uint64_t data, void* ctx, uint64_t flags) noexcept {
+  return shm::send<Tagged>(shm::ep::of(e), iov, count, dest, tag, data, ctx, flags);
+}
+template <>
+template <bool Tagged>
+ssize_t part<shm::part_tag>::inject(endpoint& e, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept {
+  return shm::inject_small<Tagged>(shm::ep::of(e), buf, len, dest, tag);
+}
+template ssize_t part<shm::part_tag>::send<false>(endpoint&, const iovec*, size_t, fi_addr_t, uint64_t, uint64_t, void*,
+                                                 uint64_t) noexcept;
+template ssize_t part<shm::part_tag>::send<true>(endpoint&, const iovec*, size_t, fi_addr_t, uint64_t, uint64_t, void*,
+                                                uint64_t) noexcept;
+template ssize_t part<shm::part_tag>::inject<false>(endpoint&, const void*, size_t, fi_addr_t, uint64_t) noexcept;
+template ssize_t part<shm::part_tag>::inject<true>(endpoint&, const void*, size_t, fi_addr_t, uint64_t) noexcept;
+static_assert(shm::part_inline_max == shm::inline_max && shm::part_inject_max == shm::inject_max);
+
+}  // namespace weft

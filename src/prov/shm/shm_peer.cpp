@@ -116,7 +116,8 @@ peer_ref peer_of_slow(ep& e, fi_addr_t addr) noexcept {
   return ref;
 }
 
-ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq_flags) noexcept {
+ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq_flags,
+                    uint64_t op_flags) noexcept {
   switch (why) {
     case reach::not_in_av:
       return -FI_EINVAL;
@@ -124,7 +125,7 @@ ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq
       return -FI_EAGAIN;  // as libfabric: the peer has not enabled its endpoint yet
     default:
       if (!e.av || !e.av->lookup(dest)) return -FI_EINVAL;
-      tx_fail(e, context, cq_flags, FI_EIO, 0);
+      tx_fail(e, context, cq_flags, op_flags, FI_EIO, 0);
       return 0;
   }
 }

@@ -97,7 +97,7 @@ void handle_ack(ep& e, cell* c) noexcept {
   if (!r || (r->kind != req_kind::send && r->kind != req_kind::write)) return;
   const int err = static_cast<int>(c->h.data);
   if (err)
-    tx_fail(e, r->context, r->flags, err, 0);
+    tx_fail(e, r->context, r->flags, r->op_flags, err, 0);
   else if (r->needs_completion)
     tx_done(e, r->context, r->flags, r->op_flags, r->len);
   finish_request(e, r);
@@ -202,7 +202,7 @@ void check_liveness(ep& e) noexcept {
   queue_stalled(e.me);
   e.requests.for_each([&e](request& r) {
     if (r.peer_pid && !pid_alive(r.peer_pid)) {
-      tx_fail(e, r.context, r.flags, FI_EIO, 0);
+      tx_fail(e, r.context, r.flags, r.op_flags, FI_EIO, 0);
       finish_request(e, &r);
     }
   });

@@ -244,7 +244,7 @@ ssize_t rma_cells(ep& e, peer& p, bool write, const iovec* iov, size_t count, co
     // Out of memory with earlier pieces on their way: the rest is dropped and
     // the operation completes in error.
     for (size_t j = i; j < rcount; ++j) finish_request(e, reqs[j]);
-    tx_fail(e, context, cq_flags, FI_ENOMEM, 0);
+    tx_fail(e, context, cq_flags, flags, FI_ENOMEM, 0);
     return 0;
   }
   return 0;
@@ -261,12 +261,12 @@ ssize_t rma(ep& e, bool write, const iovec* iov, void* const* desc, size_t count
     return -FI_EAGAIN;
   peer_ref to = peer_of(e, addr);
   if (!to.p) [[unlikely]]
-    return unreachable(e, addr, to.why, context, cq_flags);
+    return unreachable(e, addr, to.why, context, cq_flags, flags);
   peer& p = *to.p;
   remote_side rs;
   if (int err = resolve_remote(p, riov, rcount, write ? FI_REMOTE_WRITE : FI_REMOTE_READ, rs.iov, &rs.count,
                                p.cma && e.map_mr, &rs.mapped)) {
-    tx_fail(e, context, cq_flags, err, 0);
+    tx_fail(e, context, cq_flags, flags, err, 0);
     return 0;
   }
   // Pick the protocol.
@@ -301,7 +301,7 @@ ssize_t rma(ep& e, bool write, const iovec* iov, void* const* desc, size_t count
   }
   if (!err) err = notify(e, p, write, len, riov[0], data, flags);
   if (err)
-    tx_fail(e, context, cq_flags, err, 0);
+    tx_fail(e, context, cq_flags, flags, err, 0);
   else
     tx_done(e, context, cq_flags, flags, len);
   return 0;
@@ -384,7 +384,7 @@ void handle_read_resp(ep& e, cell* c) noexcept {
   request* r = e.requests.find(h.id);
   if (!r || r->kind != req_kind::read) return;
   if (h.data) {
-    tx_fail(e, r->context, r->flags, static_cast<int>(h.data), 0);
+    tx_fail(e, r->context, r->flags, r->op_flags, static_cast<int>(h.data), 0);
     finish_request(e, r);
     return;
   }

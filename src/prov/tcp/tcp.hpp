@@ -286,6 +286,6 @@ void cm_closed(ep& e, conn& c, int err) noexcept;
 
 // tcp_init.cpp: addresses, and the parameters every connection takes.
 void apply_params(conn_config& cfg);
-int default_src(const sock_addr* toward, int family, sock_addr& out) noexcept;
+// (interfaces, default_src, same_host: tcp_sock.hpp)
 
 }  // namespace weft::tcp

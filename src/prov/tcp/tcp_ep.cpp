@@ -11,6 +11,8 @@
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
+#include "prov/tcp/tcp_part.hpp"
+#include "util/ep_ops.hpp"
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
 #include "util/eq.hpp"
@@ -285,7 +287,7 @@ request* new_request(ep& e, req_kind kind, void* context, uint64_t cq_flags, uin
 
 void finish(ep& e, request* r) noexcept {
   if (r->err)
-    tx_fail(e, r->context, r->cq_flags, r->err, 0);
+    tx_fail(e, r->context, r->cq_flags, r->op_flags, r->err, 0);
   else
     tx_done(e, r->context, r->cq_flags, r->op_flags, r->len);
   e.requests.release(r);
@@ -487,4 +489,51 @@ void ep_owner::on_closed(conn& c, int err) noexcept {
   e->peers->on_closed(c, err);
 }
 
+int part_name(endpoint& base, void* addr, size_t* len) noexcept {
+  ep& e = ep::of(base);
+  const size_t have = *len;
+  *len = e.name.len;
+  if (!addr || have < e.name.len) return -FI_ETOOSMALL;
+  memcpy(addr, &e.name.ss, e.name.len);
+  return 0;
+}
 }  // namespace weft::tcp
+
+namespace weft {
+
+// ------------------------------------------------------------------ as a part (tcp_part.hpp)
+template <>
+endpoint* part<tcp::part_tag>::open(domain& part_domain, const fi_info* info) {
+  if (info->ep_attr && info->ep_attr->type != FI_EP_RDM) fail(FI_EINVAL, "tcp: a part is an RDM endpoint");
+  auto e = tcp::make_ep(part_domain, info, nullptr);
+  part_domain.users_.add();
+  return e.release();
+}
+template <>
+ssize_t part<tcp::part_tag>::rma(endpoint& e, bool write, const iovec* iov, void* const* desc, size_t count, fi_addr_t addr,
+                  const fi_rma_iov* riov, size_t rcount, uint64_t data, void* ctx, uint64_t flags) noexcept {
+  return tcp::rma(tcp::ep::of(e), write, iov, desc, count, addr, riov, rcount, data, ctx, flags);
+}
+template <>
+ssize_t part<tcp::part_tag>::atomic(endpoint& e, const atomic_call& call) noexcept {
+  return tcp::atomic(tcp::ep::of(e), call);
+}
+template <>
+size_t part<tcp::part_tag>::atomic_max_count(atomic_form form, fi_datatype dt) noexcept {
+  return tcp::atomic_max_count(form, dt);
+}
+template <>
+bool part<tcp::part_tag>::busy(endpoint& e) noexcept {
+  return tcp::ops_outstanding(tcp::ep::of(e));
+}
+template <>
+void part<tcp::part_tag>::progress(endpoint& e) noexcept {
+  tcp::progress(tcp::ep::of(e));
+}
+template <>
+bool part<tcp::part_tag>::idle(endpoint& base) noexcept {
+  tcp::ep& e = tcp::ep::of(base);
+  return e.poll->hot_count() == 0 && e.deferred.empty();
+}
+
+}  // namespace weft

@@ -50,7 +50,7 @@ constexpr uint8_t allowed_flags[static_cast<size_t>(op::max)] = {
     flag_cq_data | flag_want_ack | flag_rndv,                  // msg
     flag_cq_data | flag_want_ack | flag_rndv,                  // tagged
     0,                                                         // cts
-    flag_last,                                                 // rndv_data
+    flag_last | flag_want_ack,                                 // rndv_data
     flag_cq_data | flag_want_ack,                              // write
     0,                                                         // read_req
     0,                                                         // read_resp

@@ -16,6 +16,63 @@
 
 namespace weft::tcp {
 
+std::vector<iface> interfaces(int family) {
+  std::vector<iface> out, loop;
+  const char* only = getenv("FI_TCP_IFACE");
+  if (only && !*only) only = nullptr;
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != family || !(i->ifa_flags & IFF_UP)) continue;
+      if (only && strcmp(i->ifa_name, only)) continue;
+      if (family == AF_INET6 &&
+          IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr))
+        continue;
+      iface f;
+      f.name = i->ifa_name;
+      if (sock_addr::from(i->ifa_addr, family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6), f.addr))
+        continue;
+      f.addr.set_port(0);
+      bool dup = false;  // one entry per interface: its first address
+      for (const iface& o : out) dup |= o.name == f.name;
+      for (const iface& o : loop) dup |= o.name == f.name;
+      if (dup) continue;
+      ((i->ifa_flags & IFF_LOOPBACK) ? loop : out).push_back(std::move(f));
+    }
+    freeifaddrs(ifs);
+  }
+  out.insert(out.end(), loop.begin(), loop.end());
+  if (out.empty() && !only) {  // no interface listed: loopback still works
+    iface f;
+    f.name = "lo";
+    sock_addr::parse(family == AF_INET ? "127.0.0.1" : "::1", 0, f.addr);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+bool same_host(const sock_addr& a, const sock_addr& b) noexcept {
+  if (a.family() != b.family()) return false;
+  if (a.family() == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(&b.ss)->sin_addr.s_addr;
+  if (a.family() == AF_INET6)
+    return !memcmp(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr,
+                   &reinterpret_cast<const sockaddr_in6*>(&b.ss)->sin6_addr, sizeof(in6_addr));
+  return false;
+}
+
+bool entry_answers(const sock_addr& mine, const sock_addr& a, bool source) {
+  if (source) {
+    const std::vector<iface> ifs = interfaces(a.family());
+    for (const iface& f : ifs)
+      if (same_host(f.addr, a)) return same_host(mine, a);
+    return !ifs.empty() && same_host(mine, ifs.front().addr);
+  }
+  sock_addr route;
+  return default_src(&a, a.family(), route) != 0 || same_host(route, mine);
+}
+
 int default_src(const sock_addr* toward, int family, sock_addr& out) noexcept {
   // Toward a destination: the local address the kernel would route from (a
   // UDP socket's connect sends nothing).
@@ -32,24 +89,19 @@ int default_src(const sock_addr* toward, int family, sock_addr& out) noexcept {
       }
     }
   }
-  // Else the interface FI_TCP_IFACE names, else loopback: an endpoint with
-  // no address given and no peer named is reachable on this host only.
-  const char* iface = getenv("FI_TCP_IFACE");
-  ifaddrs* ifs = nullptr;
-  if (iface && *iface && getifaddrs(&ifs) == 0) {
-    for (ifaddrs* i = ifs; i; i = i->ifa_next) {
-      if (!i->ifa_addr || i->ifa_addr->sa_family != family || strcmp(i->ifa_name, iface)) continue;
-      if (family == AF_INET6 &&
-          IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr))
-        continue;
-      int ret = sock_addr::from(i->ifa_addr, family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6), out);
-      freeifaddrs(ifs);
-      if (ret == 0) out.set_port(0);
-      return ret;
+  // Else the address other hosts can reach: the interface FI_TCP_IFACE
+  // names, else the first interface that is up, loopback last (as
+  // libfabric's tcp orders them).
+  try {
+    std::vector<iface> ifs = interfaces(family);
+    if (!ifs.empty()) {
+      out = ifs.front().addr;
+      return 0;
     }
-    freeifaddrs(ifs);
+  } catch (...) {
+    return -FI_ENOMEM;
   }
-  return sock_addr::parse(family == AF_INET ? "127.0.0.1" : "::1", 0, out);
+  return -FI_ENODATA;
 }
 
 void apply_params(conn_config& cfg) {
@@ -59,18 +111,26 @@ void apply_params(conn_config& cfg) {
 
 namespace {
 
-fi_info* tcp_template(fi_ep_type type, uint32_t addr_format, uint32_t prov_version) {
+// One template per interface and endpoint type: the domain is named after
+// the interface and its src_addr is the interface's address (port 0).
+fi_info* tcp_template(fi_ep_type type, uint32_t addr_format, uint32_t prov_version, const iface& f) {
   uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
                   FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_RMA_EVENT | FI_LOCAL_COMM |
                   FI_REMOTE_COMM | FI_FENCE;
   if (type == FI_EP_RDM) caps |= FI_SOURCE | FI_DIRECTED_RECV;
-  fi_info* i = make_template({"tcp", prov_version, caps, addr_format, type,
-                              type == FI_EP_MSG ? uint32_t{FI_PROTO_SOCK_TCP} : uint32_t{FI_PROTO_XNET},
-                              inject_max, 1024, 1});
+  info_ptr i(make_template({"tcp", prov_version, caps, addr_format, type,
+                            type == FI_EP_MSG ? uint32_t{FI_PROTO_SOCK_TCP} : uint32_t{FI_PROTO_XNET},
+                            inject_max, 1024, 1}));
   // Shared contexts come from the endpoint core; scalable endpoints are shm's only.
   i->domain_attr->max_ep_stx_ctx = 16;
   i->domain_attr->max_ep_srx_ctx = 16;
-  return i;
+  free(i->domain_attr->name);
+  i->domain_attr->name = dup_cstr(f.name.c_str());
+  i->src_addr = malloc(f.addr.len);
+  if (!i->src_addr) throw std::bad_alloc();
+  memcpy(i->src_addr, &f.addr.ss, f.addr.len);
+  i->src_addrlen = f.addr.len;
+  return i.release();
 }
 
 void set_addr(fi_info* info, bool source, const sock_addr& a) {
@@ -86,8 +146,8 @@ void set_addr(fi_info* info, bool source, const sock_addr& a) {
 
 constexpr provider::param tcp_params[] = {
     {"iface", FI_PARAM_STRING,
-     "Interface whose address an endpoint takes when no address is given and no peer is named "
-     "(default: loopback)"},
+     "The one interface fi_getinfo offers and whose address an endpoint takes when no address is given "
+     "(default: every interface that is up, loopback last)"},
     {"user_timeout_ms", FI_PARAM_INT,
      "Data a peer has not acknowledged for this long fails its connection and its operations (default 10000; "
      "0: the kernel's)"},
@@ -109,45 +169,66 @@ public:
   // node/service -> a sockaddr of the template's family (man fi_getinfo:
   // with FI_SOURCE, or without a node, they name the local address; a
   // service alone is the wildcard address, as getaddrinfo's AI_PASSIVE
-  // says: a passive endpoint then listens on every interface). The source
-  // address is always filled: without one given, the local address toward
-  // the destination, else FI_TCP_IFACE's address, else loopback; port 0.
+  // says: a passive endpoint then listens on every interface). Templates
+  // come one per interface, each with that interface's address as src_addr:
+  // a destination keeps the one the kernel routes toward it from, a local
+  // address the interface that holds it, the wildcard the first interface
+  // (the others answer -FI_ENODATA, so each address is offered once).
   int resolve(fi_info* info, const char* node, const char* service, uint64_t flags) const override {
     return guard([&]() -> int {
       const int family = info->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
       const bool source = (flags & FI_SOURCE) || !node;
-      if (node || service) {
-        addrinfo hints{};
-        hints.ai_family = family;
-        hints.ai_socktype = SOCK_STREAM;
-        hints.ai_flags =
-            AI_NUMERICSERV | (source ? AI_PASSIVE : 0) | ((flags & FI_NUMERICHOST) ? AI_NUMERICHOST : 0);
-        addrinfo* res = nullptr;
-        if (getaddrinfo(node, service ? service : "0", &hints, &res) || !res) return -FI_ENODATA;
-        sock_addr a;
-        int ret = sock_addr::from(res->ai_addr, res->ai_addrlen, a);
-        freeaddrinfo(res);
-        if (ret) return -FI_ENODATA;
-        set_addr(info, source, a);
-        if (!source && !info->src_addr) {
-          sock_addr local;
-          if (default_src(&a, family, local) == 0) set_addr(info, true, local);
-        }
+      if (!node && !service) return 0;  // the template's own interface address
+      addrinfo hints{};
+      hints.ai_family = family;
+      hints.ai_socktype = SOCK_STREAM;
+      hints.ai_flags =
+          AI_NUMERICSERV | (source ? AI_PASSIVE : 0) | ((flags & FI_NUMERICHOST) ? AI_NUMERICHOST : 0);
+      addrinfo* res = nullptr;
+      if (getaddrinfo(node, service ? service : "0", &hints, &res) || !res) return -FI_ENODATA;
+      sock_addr a;
+      int ret = sock_addr::from(res->ai_addr, res->ai_addrlen, a);
+      freeaddrinfo(res);
+      if (ret) return -FI_ENODATA;
+      // The interface this entry is for, unless the hints gave another src_addr.
+      const iface* mine = nullptr;
+      const std::vector<iface> ifs = interfaces(family);
+      for (const iface& f : ifs)
+        if (info->domain_attr->name && f.name == info->domain_attr->name) mine = &f;
+      sock_addr have;
+      const bool own_src = mine && info->src_addr &&
+                           sock_addr::from(info->src_addr, info->src_addrlen, have) == 0 &&
+                           same_host(have, mine->addr) && have.port() == 0;
+      if (own_src && !entry_answers(mine->addr, a, source)) return -FI_ENODATA;
+      if (source) {
+        set_addr(info, true, a);
         return 0;
       }
-      if (!info->src_addr) {
+      set_addr(info, false, a);
+      if (own_src || !info->src_addr) {
         sock_addr local;
-        if (default_src(nullptr, family, local) == 0) set_addr(info, true, local);
+        if (default_src(&a, family, local) == 0) set_addr(info, true, local);
       }
       return 0;
     });
   }
 
+  // The templates depend on the interfaces too.
+  std::string template_key() const override {
+    std::string key;
+    for (int family : {AF_INET, AF_INET6})
+      for (const iface& f : interfaces(family)) key += f.name + '=' + f.addr.str() + ';';
+    return key;
+  }
+
 protected:
   info_list build_templates() const override {
     info_list list;
-    for (uint32_t fmt : {uint32_t{FI_SOCKADDR_IN}, uint32_t{FI_SOCKADDR_IN6}})
-      for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG}) list.emplace_back(tcp_template(type, fmt, version()));
+    for (uint32_t fmt : {uint32_t{FI_SOCKADDR_IN}, uint32_t{FI_SOCKADDR_IN6}}) {
+      const std::vector<iface> ifs = interfaces(fmt == FI_SOCKADDR_IN ? AF_INET : AF_INET6);
+      for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG})
+        for (const iface& f : ifs) list.emplace_back(tcp_template(type, fmt, version(), f));
+    }
     return list;
   }
 };

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "prov/tcp/tcp.hpp"
+#include "prov/tcp/tcp_part.hpp"
 #include "util/ep_ops.hpp"
 #include "util/rx.hpp"
 
@@ -75,7 +76,7 @@ ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag
   if (ret < 0) [[unlikely]] {
     e.requests.release(r);
     if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) return -FI_EAGAIN;
-    tx_fail(e, context, cq_flags, -ret, 0);  // the connection cannot be made: an error completion
+    tx_fail(e, context, cq_flags, flags, -ret, 0);  // the connection cannot be made: an error completion
     return 0;
   }
   r->c = rt.c;
@@ -351,7 +352,13 @@ void cts_frame(ep& e, link& lk, const frame_hdr& h) noexcept {
 
 rx_target rndv_data_frame(ep& e, link& lk, const frame_hdr& h) noexcept {
   rndv_recv* rr = find_rndv(e, lk.serial, h.id);
-  if (!rr || h.aux > rr->n) return rx_target{rx_action::discard, nullptr, 0};
+  if (!rr) {
+    // A message discarded unread (FI_DISCARD: a clear-to-send for no
+    // bytes): a sender that asked for delivery completion still waits.
+    if ((h.flags & flag_want_ack) && !h.length && !h.aux) ack(e, lk, h.id, 0);
+    return rx_target{rx_action::discard, nullptr, 0};
+  }
+  if (h.aux > rr->n) return rx_target{rx_action::discard, nullptr, 0};
   lk.kind = rx_kind::rndv_data;
   lk.rr = rr;
   // The landing from offset aux on.
@@ -415,3 +422,27 @@ void forget_link(ep& e, link& lk, int err) noexcept {
 }
 
 }  // namespace weft::tcp
+
+namespace weft {
+
+// As a part of a linked endpoint (tcp_part.hpp): the sends of this file.
+template <>
+template <bool Tagged>
+ssize_t part<tcp::part_tag>::send(endpoint& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag,
+                                 uint64_t data, void* ctx, uint64_t flags) noexcept {
+  return tcp::send<Tagged>(tcp::ep::of(e), iov, count, dest, tag, data, ctx, flags);
+}
+template <>
+template <bool Tagged>
+ssize_t part<tcp::part_tag>::inject(endpoint& e, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept {
+  return tcp::inject_small<Tagged>(tcp::ep::of(e), buf, len, dest, tag);
+}
+template ssize_t part<tcp::part_tag>::send<false>(endpoint&, const iovec*, size_t, fi_addr_t, uint64_t, uint64_t, void*,
+                                                 uint64_t) noexcept;
+template ssize_t part<tcp::part_tag>::send<true>(endpoint&, const iovec*, size_t, fi_addr_t, uint64_t, uint64_t, void*,
+                                                uint64_t) noexcept;
+template ssize_t part<tcp::part_tag>::inject<false>(endpoint&, const void*, size_t, fi_addr_t, uint64_t) noexcept;
+template ssize_t part<tcp::part_tag>::inject<true>(endpoint&, const void*, size_t, fi_addr_t, uint64_t) noexcept;
+static_assert(tcp::part_inject_max == tcp::inject_max);
+
+}  // namespace weft

@@ -45,11 +45,11 @@ ssize_t issue(ep& e, request* r, fi_addr_t dest, const frame_hdr& h, const rma_d
   const int ret = send_frame(e, dest, r->out.tx, &used);
   if (ret < 0) {
     const void* ctx = r->context;
-    const uint64_t flags = r->cq_flags;
+    const uint64_t flags = r->cq_flags, op_flags = r->op_flags;
     e.requests.release(r);
     if (ret == -FI_EINVAL || ret == -FI_ENOTCONN) return ret;
     if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) return -FI_EAGAIN;
-    tx_fail(e, const_cast<void*>(ctx), flags, -ret, 0);
+    tx_fail(e, const_cast<void*>(ctx), flags, op_flags, -ret, 0);
     return 0;
   }
   r->c = used;

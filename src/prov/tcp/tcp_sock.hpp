@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "prov/tcp/tcp_proto.hpp"
 
@@ -62,6 +63,27 @@ struct sock_addr {
   // Numeric host and port ("127.0.0.1", "::1"): 0 or -FI_EINVAL.
   static int parse(const char* host, uint16_t port, sock_addr& out) noexcept;
 };
+
+// tcp_init.cpp: the interfaces fi_getinfo offers for `family`: up, with an
+// address of it (IPv6 link-local ones left out), FI_TCP_IFACE's alone when
+// it is set, loopback last; their first address each, port 0. Throws
+// std::bad_alloc.
+struct iface {
+  std::string name;
+  sock_addr addr;
+};
+std::vector<iface> interfaces(int family);
+// A local address: toward `toward` when given (where the kernel routes
+// from), else the first of interfaces(family). Port 0.
+int default_src(const sock_addr* toward, int family, sock_addr& out) noexcept;
+// The same host address (ports ignored).
+bool same_host(const sock_addr& a, const sock_addr& b) noexcept;
+// fi_getinfo offers an entry per interface (its address the entry's
+// src_addr): does the entry of the interface at `mine` answer for `a`? A
+// local address (`source`): when the interface holds it, or, when none
+// does (the wildcard), for the first interface. A destination: when the
+// kernel routes toward it from that interface. Throws std::bad_alloc.
+bool entry_answers(const sock_addr& mine, const sock_addr& a, bool source);
 
 // Address + instance <-> the wire's identity.
 wire_addr to_wire(const sock_addr& a, uint64_t instance) noexcept;

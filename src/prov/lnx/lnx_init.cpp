@@ -1,0 +1,257 @@
+// prov/lnx: registration, parameters, attributes and addresses.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/info.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "core/prov_template.hpp"
+#include "core/provider.hpp"
+#include "prov/lnx/lnx.hpp"
+
+namespace weft::lnx {
+
+namespace {
+constexpr char prefix[] = "fi_lnx://";
+constexpr size_t prefix_len = sizeof prefix - 1;
+
+uint64_t fnv(uint64_t h, const void* p, size_t n) noexcept {
+  auto* b = static_cast<const uint8_t*>(p);
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+uint64_t compute_host_id() noexcept {
+  uint64_t h = 14695981039346656037ull;
+  char buf[128] = {};
+  int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n > 0) h = fnv(h, buf, static_cast<size_t>(n));
+  }
+  memset(buf, 0, sizeof buf);
+  gethostname(buf, sizeof buf - 1);
+  h = fnv(h, buf, strlen(buf));
+  // Shared memory between two processes needs the same IPC namespace, the
+  // shm part's names live in the network namespace (abstract sockets), and
+  // cross-memory attach names processes by pid.
+  for (const char* ns : {"/proc/self/ns/ipc", "/proc/self/ns/net", "/proc/self/ns/pid"}) {
+    struct stat st {};
+    if (stat(ns, &st) == 0) h = fnv(h, &st.st_ino, sizeof st.st_ino);
+  }
+  h &= (uint64_t{1} << 48) - 1;
+  return h ? h : 1;
+}
+
+bool parse_tcp(std::string_view s, tcp::sock_addr& out) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  std::string host(s.substr(0, colon));
+  std::string port(s.substr(colon + 1));
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  const unsigned long p = strtoul(port.c_str(), nullptr, 10);
+  if (p > 65535) return false;
+  in_addr a4;
+  if (inet_pton(AF_INET, host.c_str(), &a4) != 1) {  // a host name (fi_av_insertsvc)
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &res) || !res) return false;
+    a4 = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+    freeaddrinfo(res);
+  }
+  char num[INET_ADDRSTRLEN];
+  if (!inet_ntop(AF_INET, &a4, num, sizeof num)) return false;
+  return tcp::sock_addr::parse(num, static_cast<uint16_t>(p), out) == 0;
+}
+
+}  // namespace
+
+// Not cached: a process may enter another namespace (a test's "host").
+uint64_t host_id() noexcept {
+  return compute_host_id();
+}
+
+bool parse(const void* p, size_t len, address& out) {
+  if (!p || !len) return false;
+  const char* c = static_cast<const char*>(p);
+  const size_t n = strnlen(c, std::min(len, addr_max));
+  if (n == std::min(len, addr_max)) return false;  // no NUL within bounds
+  std::string_view s(c, n);
+  if (!s.starts_with(prefix)) return false;
+  s.remove_prefix(prefix_len);
+  out = address{};
+  const size_t semi = s.find(';');
+  if (semi == std::string_view::npos) return parse_tcp(s, out.tcp);  // "ip:port" alone
+  const size_t semi2 = s.find(';', semi + 1);
+  if (semi2 == std::string_view::npos) return false;
+  const std::string_view host = s.substr(0, semi), shm = s.substr(semi + 1, semi2 - semi - 1),
+                         tcp = s.substr(semi2 + 1);
+  if (!host.empty()) {
+    if (host.size() != 12 || host.find_first_not_of("0123456789abcdef") != std::string_view::npos)
+      return false;
+    out.host = strtoull(std::string(host).c_str(), nullptr, 16);
+    if (!out.host) return false;
+  }
+  if (shm.find_first_of(";/ ") != std::string_view::npos) return false;
+  out.shm = shm;
+  if (!tcp.empty() && !parse_tcp(tcp, out.tcp)) return false;
+  return !out.shm.empty() || out.tcp.family();
+}
+
+std::string format(const address& a) {
+  char host[24] = "";
+  if (a.host) snprintf(host, sizeof host, "%012llx", static_cast<unsigned long long>(a.host));
+  std::string s = std::string(prefix) + host + ';' + a.shm + ';';
+  if (a.tcp.family()) s += a.tcp.str();
+  return s.size() + 1 <= addr_max ? s : std::string{};
+}
+
+namespace {
+
+constexpr provider::param lnx_params[] = {
+    {"prov_links", FI_PARAM_STRING,
+     "The providers the linked provider joins: shm+tcp (the default and the one link set offered)"},
+};
+
+// What both parts offer, as one template per tcp interface.
+fi_info* linked_template(const fi_info& s, const fi_info& t, uint32_t version) {
+  const uint64_t comm = FI_LOCAL_COMM | FI_REMOTE_COMM;
+  const uint64_t caps = (s.caps & t.caps) | comm;
+  info_ptr i(make_template({prov_name, version, caps, FI_ADDR_STR, FI_EP_RDM, FI_PROTO_UNSPEC,
+                            std::min(s.tx_attr->inject_size, t.tx_attr->inject_size), 1024, 1}));
+  i->tx_attr->caps = (s.tx_attr->caps & t.tx_attr->caps);
+  i->rx_attr->caps = (s.rx_attr->caps & t.rx_attr->caps);
+  i->tx_attr->msg_order = s.tx_attr->msg_order & t.tx_attr->msg_order;
+  i->rx_attr->msg_order = s.rx_attr->msg_order & t.rx_attr->msg_order;
+  i->tx_attr->size = std::min(s.tx_attr->size, t.tx_attr->size);
+  i->rx_attr->size = std::min(s.rx_attr->size, t.rx_attr->size);
+  i->tx_attr->iov_limit = std::min(s.tx_attr->iov_limit, t.tx_attr->iov_limit);
+  i->tx_attr->rma_iov_limit = std::min(s.tx_attr->rma_iov_limit, t.tx_attr->rma_iov_limit);
+  i->rx_attr->iov_limit = std::min(s.rx_attr->iov_limit, t.rx_attr->iov_limit);
+  i->ep_attr->max_msg_size = std::min(s.ep_attr->max_msg_size, t.ep_attr->max_msg_size);
+  fi_domain_attr* d = i->domain_attr;
+  d->mr_key_size = std::min(s.domain_attr->mr_key_size, t.domain_attr->mr_key_size);
+  d->cq_data_size = std::min(s.domain_attr->cq_data_size, t.domain_attr->cq_data_size);
+  d->mr_iov_limit = std::min(s.domain_attr->mr_iov_limit, t.domain_attr->mr_iov_limit);
+  d->ep_cnt = std::min(s.domain_attr->ep_cnt, t.domain_attr->ep_cnt);
+  // Shared contexts as both parts have them; no scalable endpoints (tcp has none).
+  d->max_ep_stx_ctx = std::min(s.domain_attr->max_ep_stx_ctx, t.domain_attr->max_ep_stx_ctx);
+  d->max_ep_srx_ctx = std::min(s.domain_attr->max_ep_srx_ctx, t.domain_attr->max_ep_srx_ctx);
+  free(d->name);
+  d->name = dup_cstr((std::string(links) + ':' + t.domain_attr->name).c_str());
+  // The address: this host, no shm name yet (each endpoint gets its own),
+  // and the tcp template's interface address.
+  address a;
+  a.host = host_id();
+  if (tcp::sock_addr::from(t.src_addr, t.src_addrlen, a.tcp)) return nullptr;
+  const std::string str = format(a);
+  if (str.empty()) return nullptr;
+  i->src_addr = dup_cstr(str.c_str());
+  i->src_addrlen = str.size() + 1;
+  return i.release();
+}
+
+class lnx_provider final : public provider {
+public:
+  const char* name() const noexcept override { return prov_name; }
+  uint32_t version() const noexcept override { return FI_VERSION(1, 0); }
+  std::span<const param> params() const noexcept override { return lnx_params; }
+  const char* links() const noexcept override { return lnx::links; }
+
+  std::unique_ptr<prov_domain> open_domain(domain& dom) override { return std::make_unique<lnx_domain>(dom); }
+
+  // node/service -> lnx addresses. A destination node and service name a
+  // tcp address (its host and shm name are learnt when the peer's own
+  // address is inserted); a source keeps this host and takes the address
+  // and port given. A node that is already an lnx address is taken as it
+  // is. As tcp's, each entry stands for one interface: a destination keeps
+  // the entry of the interface the kernel routes toward it from, a local
+  // address the interface that holds it, a service alone the first one.
+  int resolve(fi_info* info, const char* node, const char* service, uint64_t flags) const override {
+    return guard([&]() -> int {
+      const bool source = (flags & FI_SOURCE) || !node;
+      if (!node && !service) return 0;
+      address mine;
+      if (!parse(info->src_addr, info->src_addrlen, mine)) return -FI_EINVAL;
+      address a;
+      if (node && !strncmp(node, prefix, prefix_len)) {
+        if (service || !parse(node, strlen(node) + 1, a)) return -FI_EINVAL;
+      } else {
+        addrinfo hints{};
+        hints.ai_family = AF_INET;
+        hints.ai_socktype = SOCK_STREAM;
+        hints.ai_flags =
+            AI_NUMERICSERV | (source ? AI_PASSIVE : 0) | ((flags & FI_NUMERICHOST) ? AI_NUMERICHOST : 0);
+        addrinfo* res = nullptr;
+        if (getaddrinfo(node, service ? service : "0", &hints, &res) || !res) return -FI_ENODATA;
+        int ret = tcp::sock_addr::from(res->ai_addr, res->ai_addrlen, a.tcp);
+        freeaddrinfo(res);
+        if (ret) return -FI_ENODATA;
+      }
+      // Which interface this entry is for: its template's address.
+      const bool own = mine.tcp.family() && mine.tcp.port() == 0;
+      if (own && a.tcp.family() && !tcp::entry_answers(mine.tcp, a.tcp, source)) return -FI_ENODATA;
+      auto set = [](void*& slot, size_t& len, const std::string& s) {
+        if (s.empty()) return false;
+        char* copy = dup_cstr(s.c_str());
+        free(slot);
+        slot = copy;
+        len = s.size() + 1;
+        return true;
+      };
+      if (source) {
+        if (!a.host) a.host = host_id();
+        return set(info->src_addr, info->src_addrlen, format(a)) ? 0 : -FI_EINVAL;
+      }
+      return set(info->dest_addr, info->dest_addrlen, format(a)) ? 0 : -FI_EINVAL;
+    });
+  }
+
+protected:
+  info_list build_templates() const override {
+    info_list list;
+    if (const char* l = param_raw(prov_name, "prov_links"); l && strcmp(l, lnx::links)) {
+      WEFT_WARN(FI_LOG_CORE, "lnx: FI_LNX_PROV_LINKS=%s: only %s is offered", l, lnx::links);
+      return list;
+    }
+    provider* shm = find_provider("shm");
+    provider* tcp = find_provider("tcp");
+    if (!shm || !tcp) return list;
+    auto st = shm->templates();
+    auto tt = tcp->templates();
+    const fi_info* s = nullptr;
+    for (const info_ptr& i : *st)
+      if (i->ep_attr->type == FI_EP_RDM && i->addr_format == FI_ADDR_STR) s = i.get();
+    if (!s) return list;
+    for (const info_ptr& t : *tt)
+      if (t->ep_attr->type == FI_EP_RDM && t->addr_format == FI_SOCKADDR_IN && t->src_addr)
+        if (fi_info* i = linked_template(*s, *t, version())) list.emplace_back(i);
+    return list;
+  }
+  // The parts' templates (tcp's follow the interfaces).
+  std::string template_key() const override {
+    std::string key = std::to_string(host_id()) + ';';
+    for (const char* p : {"shm", "tcp"})
+      if (provider* prov = find_provider(p)) key += prov->template_inputs() + '\x02';
+    return key;
+  }
+};
+
+}  // namespace
+}  // namespace weft::lnx
+
+namespace weft {
+using lnx_provider = lnx::lnx_provider;
+WEFT_REGISTER_PROVIDER(lnx_provider, 5);
+}  // namespace weft

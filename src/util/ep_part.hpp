@@ -1,0 +1,42 @@
+#pragma once
+// A transport as a part of another provider's endpoint (the linked
+// provider, src/prov/lnx): an RDM endpoint made in a part domain
+// (util/domain.hpp, domain_open_part) and bound with endpoint_share, and its
+// data path called directly, after the checks util/ep_ops.hpp made on the
+// whole endpoint. Return values as the entry points'. Each transport defines
+// part<its tag>'s members in its own folder (shm_part.hpp, tcp_part.hpp).
+#include <rdma/fi_atomic.h>
+#include <sys/uio.h>
+
+#include "util/atomic_ops.hpp"
+#include "util/ep.hpp"
+
+namespace weft {
+
+struct atomic_call;  // util/ep_ops.hpp
+
+template <class Transport>
+struct part {
+  // An RDM endpoint named from info->src_addr as fi_endpoint names one (not
+  // enabled; closed with fi_close). Throws.
+  static endpoint* open(domain& part_domain, const fi_info* info);
+  template <bool Tagged>
+  static ssize_t send(endpoint& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag,
+                      uint64_t data, void* ctx, uint64_t flags) noexcept;
+  template <bool Tagged>
+  static ssize_t inject(endpoint& e, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) noexcept;
+  static ssize_t rma(endpoint& e, bool write, const iovec* iov, void* const* desc, size_t count,
+                     fi_addr_t addr, const fi_rma_iov* riov, size_t rcount, uint64_t data, void* ctx,
+                     uint64_t flags) noexcept;
+  static ssize_t atomic(endpoint& e, const atomic_call& call) noexcept;
+  static size_t atomic_max_count(atomic_form form, fi_datatype dt) noexcept;
+  // Operations of ours still under way (FI_FENCE waits for them).
+  static bool busy(endpoint& e) noexcept;
+  // One round of progress; the caller holds the endpoint's lock.
+  static void progress(endpoint& e) noexcept;
+  // A round of progress would cost a system call and find nothing
+  // pressing: the owner may take rounds less often.
+  static bool idle(endpoint& e) noexcept;
+};
+
+}  // namespace weft
