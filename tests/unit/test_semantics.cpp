@@ -1,6 +1,7 @@
 // What the libfabric man pages and introduction say about addresses and
 // completions, checked across processes in every mode of every provider.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <cstring>
@@ -250,6 +251,129 @@ TEST_P(semantics, ErrorsReachTheCqUnderSelectiveCompletion) {
         EXPECT_EQ(fi_close(&mr->fid), 0);
       },
       opt);
+}
+
+// The state letter of process `pid` in /proc (R, S, T for stopped, ...).
+char proc_state(pid_t pid) {
+  char path[64], buf[512] = {};
+  snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = fopen(path, "r");
+  if (!f) return '?';
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  const char* close_paren = strrchr(buf, ')');
+  return close_paren && close_paren + 2 < buf + n ? close_paren[2] : '?';
+}
+
+// "For reliable endpoints, a transmit complete occurs when the request has
+// reached the target endpoint"; delivery complete when it was processed
+// there. With the receiving process stopped (SIGSTOP) neither can happen: a
+// send asking for either, at every size and with FI_INJECT too (per
+// operation and as the default op_flags), completes only once the receiver
+// runs again (SIGCONT), and the data arrives whole. (A kernel's TCP
+// acknowledgement would not do: a stopped process's kernel acknowledges
+// whatever fits its socket buffer.)
+TEST_P(semantics, StoppedReceiverHoldsTransmitAndDeliveryCompletion) {
+  struct send_case {
+    uint64_t flags;
+    size_t size;
+    bool by_default;  // through FI_SETOPSFLAG and fi_send, not fi_sendmsg
+  };
+  std::vector<send_case> cases;
+  for (uint64_t level : {uint64_t{FI_TRANSMIT_COMPLETE}, uint64_t{FI_DELIVERY_COMPLETE}}) {
+    for (size_t size : {size_t{8}, size_t{3000}, size_t{70000}}) cases.push_back({level, size, false});
+    cases.push_back({level | FI_INJECT, 8, false});
+    cases.push_back({level | FI_INJECT, 3000, true});
+  }
+  mp_run(2, [&cases](mp_peer& p) {
+    pid_t mine = getpid(), theirs = 0;
+    ASSERT_TRUE(p.swap_with_peer(&mine, &theirs, sizeof mine));
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    if (p.rank == 1) {
+      std::vector<std::vector<unsigned char>> in(cases.size());
+      for (size_t i = 0; i < cases.size(); ++i) {
+        in[i].assign(cases[i].size, 0);
+        ASSERT_EQ(fi_trecv(p.ep, in[i].data(), in[i].size(), nullptr, FI_ADDR_UNSPEC, 0x70 + i, 0, nullptr), 0);
+      }
+      p.barrier();
+      for (size_t i = 0; i < cases.size(); ++i) ASSERT_EQ(p.wait_cq(&ce, &err, 30000), 1) << fi_strerror(err.err);
+      for (size_t i = 0; i < cases.size(); ++i) {
+        std::vector<unsigned char> want(cases[i].size);
+        weft_test::fill(want, static_cast<unsigned>(i));
+        EXPECT_TRUE(in[i] == want) << "message " << i;
+      }
+      p.barrier();
+      return;
+    }
+    p.barrier();
+    struct resume {  // a failed check must not leave the receiver stopped
+      pid_t pid;
+      ~resume() { kill(pid, SIGCONT); }
+    } resume_at_end{theirs};
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const send_case& sc = cases[i];
+      SCOPED_TRACE(testing::Message() << "size " << sc.size << " flags 0x" << std::hex << sc.flags
+                                      << (sc.by_default ? " as op_flags" : ""));
+      std::vector<unsigned char> buf(sc.size);
+      weft_test::fill(buf, static_cast<unsigned>(i));
+      ASSERT_EQ(kill(theirs, SIGSTOP), 0);
+      for (int k = 0; k < 2000 && proc_state(theirs) != 'T'; ++k) usleep(500);
+      ASSERT_EQ(proc_state(theirs), 'T');
+      if (sc.by_default) {
+        set_ops_flags(p.ep, FI_TRANSMIT | sc.flags);
+        ASSERT_EQ(fi_tsend(p.ep, buf.data(), buf.size(), nullptr, p.addr[1], 0x70 + i, &buf), 0);
+        set_ops_flags(p.ep, FI_TRANSMIT);
+      } else {
+        iovec iov{buf.data(), buf.size()};
+        fi_msg_tagged m{&iov, nullptr, 1, p.addr[1], 0x70 + i, 0, &buf, 0};
+        ASSERT_EQ(fi_tsendmsg(p.ep, &m, sc.flags | FI_COMPLETION), 0);
+      }
+      if (sc.flags & FI_INJECT) std::fill(buf.begin(), buf.end(), 0xee);  // ours again at once
+      timespec t0, now;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      do {
+        ASSERT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN) << "completed while the receiver is stopped";
+        clock_gettime(CLOCK_MONOTONIC, &now);
+      } while ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 < 100);
+      ASSERT_EQ(kill(theirs, SIGCONT), 0);
+      ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+      EXPECT_EQ(ce.op_context, &buf);
+    }
+    p.barrier();
+  });
+}
+
+// The completion levels cost what they promise: inject complete (and no
+// level) completes when the data left the application, without waiting
+// for the receiver to take it; transmit complete waits for that.
+TEST_P(semantics, InjectCompleteDoesNotWaitForTheReceiver) {
+  mp_run(2, [](mp_peer& p) {
+    pid_t mine = getpid(), theirs = 0;
+    ASSERT_TRUE(p.swap_with_peer(&mine, &theirs, sizeof mine));
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    uint64_t v = 0;
+    if (p.rank == 1) {
+      ASSERT_EQ(fi_trecv(p.ep, &v, sizeof v, nullptr, FI_ADDR_UNSPEC, 9, 0, nullptr), 0);
+      p.barrier();
+      ASSERT_EQ(p.wait_cq(&ce, &err, 30000), 1) << fi_strerror(err.err);
+      EXPECT_EQ(v, 99u);
+      p.barrier();
+      return;
+    }
+    p.barrier();
+    ASSERT_EQ(kill(theirs, SIGSTOP), 0);
+    for (int k = 0; k < 2000 && proc_state(theirs) != 'T'; ++k) usleep(500);
+    v = 99;
+    iovec iov{&v, sizeof v};
+    fi_msg_tagged m{&iov, nullptr, 1, p.addr[1], 9, 0, &v, 0};
+    ASSERT_EQ(fi_tsendmsg(p.ep, &m, FI_INJECT_COMPLETE | FI_COMPLETION), 0);
+    const int r = p.wait_cq(&ce, &err, 5000);
+    kill(theirs, SIGCONT);
+    ASSERT_EQ(r, 1) << "an inject-complete send waited for a stopped receiver: " << fi_strerror(err.err);
+    p.barrier();
+  });
 }
 
 WEFT_MP_SUITE(semantics);
