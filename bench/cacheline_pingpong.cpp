@@ -22,6 +22,8 @@
 #include <new>
 #include <vector>
 
+#include "tool_util.h"
+
 namespace {
 
 struct alignas(64) line {
@@ -75,12 +77,20 @@ double run(line* ping, line* pong, bool initiator, long n, bool sampled, std::ve
 }  // namespace
 
 int main(int argc, char** argv) {
-  int a = argc > 2 ? atoi(argv[1]) : 0, b = argc > 2 ? atoi(argv[2]) : 1;
-  long n = argc > 3 ? atol(argv[3]) : 1000000;
-  if (n <= 0) {
-    fprintf(stderr, "usage: cacheline-pingpong [CPU_A CPU_B [ROUND_TRIPS]]\n");
-    return 2;
-  }
+  static const char usage[] =
+      "usage: cacheline-pingpong [CPU_A CPU_B [ROUND_TRIPS]]\n"
+      "The hardware floor under any shared-memory ping-pong: two processes pinned to CPU_A and\n"
+      "CPU_B (default 0 and 1) bounce a counter through two cache lines ROUND_TRIPS times\n"
+      "(default 1000000). Prints the one-way time in ns:\n"
+      "  floor_ns <ns>            moving one cache line from one core to the other\n"
+      "  floor_sampled_ns <ns>    the same with a clock read per round trip, as benchmarks time\n";
+  if (tool_help_asked(argc, argv)) tool_help(usage);
+  long a = 0, b = 1, n = 1000000;
+  if (argc == 2 || argc > 4) tool_usage_error("cacheline-pingpong", "give no arguments, CPU_A CPU_B, or CPU_A CPU_B ROUND_TRIPS");
+  if (argc > 2 && (!tool_parse_long(argv[1], 0, CPU_SETSIZE - 1, &a) || !tool_parse_long(argv[2], 0, CPU_SETSIZE - 1, &b)))
+    tool_usage_error("cacheline-pingpong", "CPU numbers expected, not '%s %s'", argv[1], argv[2]);
+  if (argc > 3 && !tool_parse_long(argv[3], 1, 1L << 40, &n))
+    tool_usage_error("cacheline-pingpong", "ROUND_TRIPS must be a positive number, not '%s'", argv[3]);
   void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     perror("cacheline-pingpong: mmap");

@@ -1,4 +1,5 @@
 #include "perf_fabric.hpp"
+#include "tool_util.h"
 
 #include <rdma/fi_errno.h>
 
@@ -41,8 +42,14 @@ const std::vector<test_desc> tests = {
     {"atomic_rate", family::atomic, false, "8"},
 };
 
+// An error by name and text: "FI_ENODATA: No data available".
+std::string fi_errtext(ssize_t rc) {
+  const int e = int(rc < 0 ? -rc : rc);
+  return std::string(tool_fi_errname(e)) + ": " + fi_strerror(e);
+}
+
 std::string fi_err(const char* what, ssize_t rc) {
-  return std::string(what) + ": " + fi_strerror(int(rc < 0 ? -rc : rc)) + " (" + std::to_string(rc) + ")";
+  return std::string(what) + ": " + fi_errtext(rc);
 }
 
 void check_rc(ssize_t rc, const char* what) {
@@ -212,7 +219,7 @@ fi_info* fabric_session::get_info(fi_info* hints) {
                       " on " + (cfg_.ep_msg ? "FI_EP_MSG" : "FI_EP_RDM");
     if (cfg_.check && (test_->fam == family::msg || test_->fam == family::tagged))
       msg += " with FI_ORDER_SAS (needed by --check)";
-    fail(msg + " (fi_getinfo: " + fi_strerror(-rc) + ")");
+    fail(msg + " (fi_getinfo: " + fi_errtext(rc) + ")");
   }
   return info;
 }
@@ -234,7 +241,7 @@ void fabric_session::open_common(fi_info* info) {
                         : fi_query_atomic(domain_, FI_UINT64, FI_SUM, &aa, FI_FETCH_ATOMIC);
     if (rc != 0)
       fail(std::string("provider does not support ") + (cfg_.cswap ? "compare-swap" : "fetch-add") +
-           " on FI_UINT64 (" + fi_strerror(-rc) + ")");
+           " on FI_UINT64 (" + fi_errtext(rc) + ")");
     max_atomic_count_ = aa.count;
   }
 
@@ -297,7 +304,7 @@ void fabric_session::wait_cm_event(uint32_t want, fi_eq_cm_entry* out) {
       fi_eq_readerr(eq_, &err, 0);
       char buf[256] = "";
       const char* prov = fi_eq_strerror(eq_, err.prov_errno, err.err_data, buf, sizeof buf);
-      fail(std::string("connection failed: ") + fi_strerror(err.err) + " (" + (prov ? prov : "") + ")");
+      fail(std::string("connection failed: ") + fi_errtext(err.err) + " (" + (prov ? prov : "") + ")");
     }
     if (rc != -FI_EAGAIN) fail(fi_err("fi_eq_read", rc));
     if (ctl_.readable()) {
@@ -481,7 +488,7 @@ uint64_t fabric_session::remote(const uint8_t* local) const {
   if (rc < 0) fail(fi_err("fi_cq_readerr", rc));
   char buf[256] = "";
   const char* prov = fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof buf);
-  fail(std::string("completion error: ") + fi_strerror(err.err) + " (" + (prov ? prov : "") + ")");
+  fail(std::string("completion error: ") + fi_errtext(err.err) + " (" + (prov ? prov : "") + ")");
 }
 
 int fabric_session::progress(bool may_block) {

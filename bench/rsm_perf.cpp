@@ -30,7 +30,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rsm_errors.h"
+#include "tool_util.h"
+
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -78,8 +82,15 @@ double now_s() {
   return static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9;
 }
 
+// err: an RSMERR_* code (> 0), a -FI_E* code (< 0), or -1 after a system
+// call (errno tells).
 [[noreturn]] void die(const char* what, int err) {
-  fprintf(stderr, "rsm-perf: %s: %d (%s)\n", what, err, err < 0 ? fi_strerror(-err) : "");
+  if (err == -1 && errno)
+    fprintf(stderr, "rsm-perf: %s: %s\n", what, strerror(errno));
+  else if (err < 0)
+    fprintf(stderr, "rsm-perf: %s: %s: %s\n", what, tool_fi_errname(err), fi_strerror(-err));
+  else
+    fprintf(stderr, "rsm-perf: %s: %s: %s\n", what, rsm_error_name(err), rsm_error_text(err));
   if (sh) sh->failed = 1;
   exit(1);
 }
@@ -382,11 +393,33 @@ int initiator(pid_t child) {
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
-void usage() {
-  fprintf(stderr,
-          "usage: rsm-perf [--ctl shm|tcp] [--mem heap|memfd] [--rounds N] [--lat-iters N] [--bw-iters N]\n"
-          "                [--time S] [--check] [--no-pin] [--cpus A,B] [--busy-target]\n");
-  exit(2);
+const char usage_text[] =
+    "usage: rsm-perf [--ctl shm|tcp] [--mem heap|memfd] [--rounds N] [--lat-iters N] [--bw-iters N]\n"
+    "                [--time S] [--check] [--no-pin] [--cpus A,B] [--busy-target]\n"
+    "RSM's put/get/map beside the fi_* operations underneath, in two processes on this host\n"
+    "(docs/rsm.md). Run with LD_LIBRARY_PATH=build/lib (weft's libfabric) or build/lib/rsm-only\n"
+    "(Debian's).\n"
+    "  --ctl shm|tcp      the RSM controller, i.e. the libfabric provider (default shm)\n"
+    "  --mem heap|memfd   the target's memory: private heap or a shareable memfd (default heap)\n"
+    "  --rounds N         alternating rounds; medians are printed (default 5)\n"
+    "  --lat-iters N      operations per 8-byte latency measurement (default 100000)\n"
+    "  --bw-iters N       operations per 1 MiB bandwidth measurement (default 1000)\n"
+    "  --time S           at most S seconds per measurement (default 0.25)\n"
+    "  --check            verify the data moved\n"
+    "  --no-pin           do not pin the two processes to CPUs\n"
+    "  --cpus A,B         the initiator's and the target's CPU (default 0,1)\n"
+    "  --busy-target      the target spins in its progress loop instead of sleeping\n"
+    "  -h, --help         this text\n";
+
+[[noreturn]] void usage_error(const char* fmt, const char* arg) {
+  tool_usage_error("rsm-perf", fmt, arg);
+}
+
+// A whole positive number, or the one-line usage error.
+int positive(const char* opt_name, const char* arg) {
+  long v;
+  if (!tool_parse_long(arg, 1, 1 << 30, &v)) usage_error("%s takes a positive number", opt_name);
+  return static_cast<int>(v);
 }
 
 }  // namespace
@@ -402,9 +435,11 @@ int main(int argc, char** argv) {
                               {"busy-target", no_argument, nullptr, 't'},
                               {"cpus", required_argument, nullptr, 'u'},
                               {"time", required_argument, nullptr, 'T'},
+                              {"help", no_argument, nullptr, 'h'},
                               {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "", longopts, nullptr)) != -1) {
+  opterr = 0;
+  while ((ch = getopt_long(argc, argv, ":h", longopts, nullptr)) != -1) {
     switch (ch) {
       case 'c':
         opt.ctl = optarg;
@@ -413,13 +448,13 @@ int main(int argc, char** argv) {
         opt.mem = optarg;
         break;
       case 'r':
-        opt.rounds = std::max(1, atoi(optarg));
+        opt.rounds = positive("--rounds", optarg);
         break;
       case 'l':
-        opt.lat_iters = std::max(10, atoi(optarg));
+        opt.lat_iters = std::max(10, positive("--lat-iters", optarg));
         break;
       case 'b':
-        opt.bw_iters = std::max(10, atoi(optarg));
+        opt.bw_iters = std::max(10, positive("--bw-iters", optarg));
         break;
       case 'k':
         opt.check = true;
@@ -430,17 +465,28 @@ int main(int argc, char** argv) {
       case 't':
         opt.busy_target = true;
         break;
-      case 'T':
-        opt.time = std::max(0.001, atof(optarg));
+      case 'T': {
+        char* end = nullptr;
+        opt.time = strtod(optarg, &end);
+        if (*end || !(opt.time > 0)) usage_error("--time takes a positive number of seconds, not '%s'", optarg);
+        opt.time = std::max(0.001, opt.time);
         break;
+      }
       case 'u':
-        if (sscanf(optarg, "%d,%d", &opt.cpu_initiator, &opt.cpu_target) != 2) usage();
+        if (sscanf(optarg, "%d,%d", &opt.cpu_initiator, &opt.cpu_target) != 2)
+          usage_error("--cpus takes two CPU numbers, e.g. 0,1 (not '%s')", optarg);
         break;
+      case 'h':
+        tool_help(usage_text);
+      case ':':
+        usage_error("option %s needs an argument", argv[optind - 1]);
       default:
-        usage();
+        usage_error("unknown option %s", argv[optind - 1]);
     }
   }
-  if ((opt.ctl != "shm" && opt.ctl != "tcp") || (opt.mem != "heap" && opt.mem != "memfd")) usage();
+  if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+  if (opt.ctl != "shm" && opt.ctl != "tcp") usage_error("--ctl takes shm or tcp, not '%s'", opt.ctl.c_str());
+  if (opt.mem != "heap" && opt.mem != "memfd") usage_error("--mem takes heap or memfd, not '%s'", opt.mem.c_str());
   void* p = mmap(nullptr, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) die("mmap", -1);
   sh = new (p) shared;

@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "tool_util.h"
+
 namespace {
 
 double now_s() {
@@ -154,27 +156,40 @@ struct test {
 }  // namespace
 
 int main(int argc, char** argv) {
+  static const char usage[] =
+      "usage: tcp-pingpong [--cpus A,B] [--iters N] [--rounds R] [--ipv6]\n"
+      "The floor under any TCP transport on this host: two processes on one loopback TCP\n"
+      "connection with nothing but the system calls. Prints one line per figure, the median\n"
+      "of R rounds (spread in the comment): tcp_lat_8_<variant>_us (one-way latency of 8 B)\n"
+      "and tcp_bw_<size>_<variant>_MBps, for the variants block, poll and epoll.\n"
+      "  --cpus A,B   pin the two processes to CPUs A and B\n"
+      "  --iters N    ping-pongs per latency round\n"
+      "  --rounds R   rounds (the median is printed)\n"
+      "  --ipv6       over ::1 instead of 127.0.0.1\n"
+      "  -h, --help   this text\n";
+  if (tool_help_asked(argc, argv)) tool_help(usage);
   opts o;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--cpus") && i + 1 < argc) {
-      if (sscanf(argv[++i], "%d,%d", &o.cpu_a, &o.cpu_b) != 2) {
-        fprintf(stderr, "--cpus A,B\n");
-        return 2;
-      }
-    } else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
-      o.iters = atol(argv[++i]);
-    } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
-      o.rounds = atoi(argv[++i]);
-    } else if (!strcmp(argv[i], "--ipv6")) {
+    const char* a = argv[i];
+    long v;
+    if (!strcmp(a, "--ipv6")) {
       o.ipv6 = true;
-    } else {
-      fprintf(stderr, "usage: %s [--cpus A,B] [--iters N] [--rounds R] [--ipv6]\n", argv[0]);
-      return 2;
+      continue;
     }
-  }
-  if (o.iters <= 0 || o.rounds <= 0) {
-    fprintf(stderr, "--iters and --rounds must be positive\n");
-    return 2;
+    if (strcmp(a, "--cpus") && strcmp(a, "--iters") && strcmp(a, "--rounds"))
+      tool_usage_error("tcp-pingpong", "unknown option %s", a);
+    if (i + 1 >= argc) tool_usage_error("tcp-pingpong", "option %s needs an argument", a);
+    const char* val = argv[++i];
+    if (!strcmp(a, "--cpus")) {
+      if (sscanf(val, "%d,%d", &o.cpu_a, &o.cpu_b) != 2)
+        tool_usage_error("tcp-pingpong", "--cpus takes two CPU numbers, e.g. 0,1 (not '%s')", val);
+    } else if (!tool_parse_long(val, 1, 1L << 40, &v)) {
+      tool_usage_error("tcp-pingpong", "%s takes a positive number, not '%s'", a, val);
+    } else if (!strcmp(a, "--iters")) {
+      o.iters = v;
+    } else {
+      o.rounds = static_cast<int>(std::min(v, 1000000L));
+    }
   }
 
   // Listen on an ephemeral loopback port, then fork the responder.

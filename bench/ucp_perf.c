@@ -33,6 +33,8 @@
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
+#include "tool_util.h"
+
 static int sock;
 static int is_child;
 static ucp_context_h ctx;
@@ -51,6 +53,59 @@ static void die(const char* what) {
   exit(1);
 }
 
+/* A UCS status by name and text ("UCS_ERR_NO_DEVICE: No such device"). */
+static const char* status_name(ucs_status_t st) {
+#define UCS_NAME(s) \
+  case s:           \
+    return #s;
+  switch (st) {
+    UCS_NAME(UCS_OK)
+    UCS_NAME(UCS_INPROGRESS)
+    UCS_NAME(UCS_ERR_NO_MESSAGE)
+    UCS_NAME(UCS_ERR_NO_RESOURCE)
+    UCS_NAME(UCS_ERR_IO_ERROR)
+    UCS_NAME(UCS_ERR_NO_MEMORY)
+    UCS_NAME(UCS_ERR_INVALID_PARAM)
+    UCS_NAME(UCS_ERR_UNREACHABLE)
+    UCS_NAME(UCS_ERR_INVALID_ADDR)
+    UCS_NAME(UCS_ERR_NOT_IMPLEMENTED)
+    UCS_NAME(UCS_ERR_MESSAGE_TRUNCATED)
+    UCS_NAME(UCS_ERR_NO_PROGRESS)
+    UCS_NAME(UCS_ERR_BUFFER_TOO_SMALL)
+    UCS_NAME(UCS_ERR_NO_ELEM)
+    UCS_NAME(UCS_ERR_SOME_CONNECTS_FAILED)
+    UCS_NAME(UCS_ERR_NO_DEVICE)
+    UCS_NAME(UCS_ERR_BUSY)
+    UCS_NAME(UCS_ERR_CANCELED)
+    UCS_NAME(UCS_ERR_SHMEM_SEGMENT)
+    UCS_NAME(UCS_ERR_ALREADY_EXISTS)
+    UCS_NAME(UCS_ERR_OUT_OF_RANGE)
+    UCS_NAME(UCS_ERR_TIMED_OUT)
+    UCS_NAME(UCS_ERR_EXCEEDS_LIMIT)
+    UCS_NAME(UCS_ERR_UNSUPPORTED)
+    UCS_NAME(UCS_ERR_REJECTED)
+    UCS_NAME(UCS_ERR_NOT_CONNECTED)
+    UCS_NAME(UCS_ERR_CONNECTION_RESET)
+    UCS_NAME(UCS_ERR_ENDPOINT_TIMEOUT)
+    default:
+      return "UCS_ERR_?";
+  }
+#undef UCS_NAME
+}
+
+static void die_status(const char* what, ucs_status_t st) {
+  fprintf(stderr, "ucp-perf (%s): %s: %s: %s\n", is_child ? "peer" : "initiator", what, status_name(st),
+          ucs_status_string(st));
+  exit(1);
+}
+
+/* A UCP call that must succeed. */
+#define UCS_CHECK(call, what)              \
+  do {                                     \
+    ucs_status_t st_ = (call);             \
+    if (st_ != UCS_OK) die_status(what, st_); \
+  } while (0)
+
 static void xfer(void* p, size_t n, int out) {
   size_t done = 0;
   while (done < n) {
@@ -64,10 +119,10 @@ static void xfer(void* p, size_t n, int out) {
  * progress did something (as ucx_perftest's loops, a lean poll). */
 static void wait_req(void* r) {
   if (r == NULL) return;
-  if (UCS_PTR_IS_ERR(r)) die(ucs_status_string(UCS_PTR_STATUS(r)));
+  if (UCS_PTR_IS_ERR(r)) die_status("request", UCS_PTR_STATUS(r));
   while (ucp_request_check_status(r) == UCS_INPROGRESS)
     while (!ucp_worker_progress(worker)) {}
-  if (ucp_request_check_status(r) != UCS_OK) die("request failed");
+  UCS_CHECK(ucp_request_check_status(r), "request");
   ucp_request_free(r);
 }
 
@@ -189,7 +244,7 @@ static void put_bw(size_t size, long iters, int window) {
   mp.flags = UCP_MEM_MAP_ALLOCATE;
   mp.address = NULL;
   ucp_mem_h memh;
-  if (ucp_mem_map(ctx, &mp, &memh) != UCS_OK) die("ucp_mem_map");
+  UCS_CHECK(ucp_mem_map(ctx, &mp, &memh), "ucp_mem_map");
   ucp_mem_attr_t ma = {0};
   ma.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
   ucp_mem_query(memh, &ma);
@@ -197,7 +252,7 @@ static void put_bw(size_t size, long iters, int window) {
   memset(local, is_child ? 0 : 0x77, size);
   void* kb;
   size_t ks;
-  if (ucp_rkey_pack(ctx, memh, &kb, &ks) != UCS_OK) die("ucp_rkey_pack");
+  UCS_CHECK(ucp_rkey_pack(ctx, memh, &kb, &ks), "ucp_rkey_pack");
   uint64_t addr = (uintptr_t)local, n = ks;
   xfer(&addr, 8, 1);
   xfer(&n, 8, 1);
@@ -209,7 +264,7 @@ static void put_bw(size_t size, long iters, int window) {
   char* pk = malloc(rn);
   xfer(pk, rn, 0);
   ucp_rkey_h rkey;
-  if (ucp_ep_rkey_unpack(ep, pk, &rkey) != UCS_OK) die("ucp_ep_rkey_unpack");
+  UCS_CHECK(ucp_ep_rkey_unpack(ep, pk, &rkey), "ucp_ep_rkey_unpack");
   free(pk);
   barrier();
   if (!is_child) {
@@ -258,27 +313,49 @@ int main(int argc, char** argv) {
   size_t size = 0;
   long iters = 0;
   int window = 64, cpu_a = -1, cpu_b = -1;
+  static const char usage[] =
+      "usage: ucp-perf [-t tag_lat|tag_bw|put_bw|all] [-s SIZE] [-n ITERS] [-w WINDOW] [--cpus A,B] [--check]\n"
+      "A UCP benchmark in two processes on this host: real UCX by default, weft's UCP face with\n"
+      "LD_LIBRARY_PATH=build/lib (the first line names the libucp in use).\n"
+      "  -t TEST      tag_lat: one-way latency of SIZE-byte tagged messages (us, median and mean);\n"
+      "               tag_bw: WINDOW tagged sends of SIZE bytes, then an ack (MB/s);\n"
+      "               put_bw: WINDOW puts of SIZE bytes, a flush per window (MB/s); all (default)\n"
+      "  -s SIZE      message size in bytes (default 8 for tag_lat, 1 MiB otherwise)\n"
+      "  -n ITERS     iterations (default: per test)\n"
+      "  -w WINDOW    operations in flight, 1 to 1024 (default 64)\n"
+      "  --cpus A,B   the two processes' CPUs (default: the first two allowed)\n"
+      "  --check      verify the data moved\n"
+      "  -h, --help   this text\n";
+  if (tool_help_asked(argc, argv)) tool_help(usage);
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "-t") && i + 1 < argc)
-      test = argv[++i];
-    else if (!strcmp(argv[i], "-s") && i + 1 < argc)
-      size = strtoull(argv[++i], NULL, 0);
-    else if (!strcmp(argv[i], "-n") && i + 1 < argc)
-      iters = strtol(argv[++i], NULL, 0);
-    else if (!strcmp(argv[i], "-w") && i + 1 < argc)
-      window = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--cpus") && i + 1 < argc)
-      sscanf(argv[++i], "%d,%d", &cpu_a, &cpu_b);
-    else if (!strcmp(argv[i], "--check"))
+    const char* a = argv[i];
+    long v;
+    int has_value = i + 1 < argc;
+    if (!strcmp(a, "--check")) {
       check = 1;
-    else {
-      fprintf(stderr,
-              "usage: ucp-perf [-t tag_lat|tag_bw|put_bw|all] [-s SIZE] [-n ITERS] [-w WINDOW] "
-              "[--cpus A,B] [--check]\n");
-      return 2;
+      continue;
+    }
+    if (strcmp(a, "-t") && strcmp(a, "-s") && strcmp(a, "-n") && strcmp(a, "-w") && strcmp(a, "--cpus"))
+      tool_usage_error("ucp-perf", "unknown option %s", a);
+    if (!has_value) tool_usage_error("ucp-perf", "option %s needs an argument", a);
+    const char* val = argv[++i];
+    if (!strcmp(a, "-t")) {
+      if (strcmp(val, "tag_lat") && strcmp(val, "tag_bw") && strcmp(val, "put_bw") && strcmp(val, "all"))
+        tool_usage_error("ucp-perf", "-t takes tag_lat, tag_bw, put_bw or all, not '%s'", val);
+      test = val;
+    } else if (!strcmp(a, "-s")) {
+      if (!tool_parse_long(val, 1, 1L << 30, &v)) tool_usage_error("ucp-perf", "bad -s '%s' (1 to 2^30 bytes)", val);
+      size = (size_t)v;
+    } else if (!strcmp(a, "-n")) {
+      if (!tool_parse_long(val, 1, 1L << 40, &v)) tool_usage_error("ucp-perf", "bad -n '%s'", val);
+      iters = v;
+    } else if (!strcmp(a, "-w")) {
+      if (!tool_parse_long(val, 1, 1024, &v)) tool_usage_error("ucp-perf", "bad -w '%s' (1 to 1024)", val);
+      window = (int)v;
+    } else if (sscanf(val, "%d,%d", &cpu_a, &cpu_b) != 2 || cpu_a < 0 || cpu_b < 0) {
+      tool_usage_error("ucp-perf", "--cpus takes two CPU numbers, e.g. 0,1 (not '%s')", val);
     }
   }
-  if (window < 1 || window > 1024) die("window 1..1024");
   if (cpu_a < 0) {
     cpu_set_t set;
     sched_getaffinity(0, sizeof set, &set);
@@ -305,16 +382,16 @@ int main(int argc, char** argv) {
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA;
   ucp_config_t* cfg;
-  if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK) die("ucp_config_read");
-  if (ucp_init(&params, cfg, &ctx) != UCS_OK) die("ucp_init");
+  UCS_CHECK(ucp_config_read(NULL, NULL, &cfg), "ucp_config_read");
+  UCS_CHECK(ucp_init(&params, cfg, &ctx), "ucp_init");
   ucp_config_release(cfg);
   ucp_worker_params_t wp = {0};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  if (ucp_worker_create(ctx, &wp, &worker) != UCS_OK) die("ucp_worker_create");
+  UCS_CHECK(ucp_worker_create(ctx, &wp, &worker), "ucp_worker_create");
   ucp_address_t* addr;
   size_t alen;
-  if (ucp_worker_get_address(worker, &addr, &alen) != UCS_OK) die("ucp_worker_get_address");
+  UCS_CHECK(ucp_worker_get_address(worker, &addr, &alen), "ucp_worker_get_address");
   uint64_t l = alen;
   xfer(&l, 8, 1);
   xfer(addr, alen, 1);
@@ -326,7 +403,7 @@ int main(int argc, char** argv) {
   ucp_ep_params_t epp = {0};
   epp.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
   epp.address = peer;
-  if (ucp_ep_create(worker, &epp, &ep) != UCS_OK) die("ucp_ep_create");
+  UCS_CHECK(ucp_ep_create(worker, &epp, &ep), "ucp_ep_create");
   free(peer);
   if (!is_child) {
     char lib[512] = "?";

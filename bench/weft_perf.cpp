@@ -5,6 +5,7 @@
 // line of output says which file that was. See docs/weft-perf.md.
 #include "perf_ctl.hpp"
 #include "perf_fabric.hpp"
+#include "tool_util.h"
 
 #include <dlfcn.h>
 #include <getopt.h>
@@ -100,8 +101,7 @@ const char* usage_text =
     "  -h, --help       this text\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
-  fprintf(stderr, "weft-perf: %s\n%s", msg.c_str(), usage_text);
-  exit(2);
+  tool_usage_error("weft-perf", "%s", msg.c_str());
 }
 
 bool parse_u64(const std::string& s, uint64_t* out, bool suffixes) {
@@ -332,8 +332,7 @@ cli parse_args(int argc, char** argv) {
         c.src = arg;
         break;
       case 'h':
-        fputs(usage_text, stdout);
-        exit(0);
+        tool_help(usage_text);
       case ':':
         usage_error(std::string("option ") + argv[optind - 1] + " needs an argument");
       default:

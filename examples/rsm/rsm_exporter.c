@@ -6,8 +6,9 @@
  * terminal, check the message, and signal back so the importer can send the
  * next one. A message whose text is "quit" ends the program.
  *
- *   cc rsm_exporter.c -I build/include -L build/lib -lweft_rsm -o rsm_exporter
- *   LD_LIBRARY_PATH=build/lib ./rsm_exporter [controller [segment-id]]
+ *   mkdir -p build/examples
+ *   cc examples/rsm/rsm_exporter.c -I build/include -L build/lib -lweft_rsm -o build/examples/rsm_exporter
+ *   LD_LIBRARY_PATH=build/lib build/examples/rsm_exporter [controller [segment-id]]
  */
 #include <poll.h>
 #include <rsmapi.h>
@@ -15,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "rsm_errors.h"
 
 #define SEGSIZE (64 * 1024)
 #define MSG_OFFSET 4096 /* the header page, then the text */
@@ -32,8 +35,9 @@ static uint32_t sum(const char* p, uint32_t n) {
   return s;
 }
 
+/* An RSMAPI call failed: its name, and the error's name and text. */
 static void die(const char* what, int err) {
-  fprintf(stderr, "rsm_exporter: %s failed: %d\n", what, err);
+  fprintf(stderr, "rsm_exporter: %s failed: %s: %s\n", what, rsm_error_name(err), rsm_error_text(err));
   exit(1);
 }
 
@@ -54,7 +58,10 @@ int main(int argc, char** argv) {
 
   /* Page-aligned memory, as rsm_memseg_export_create wants it. */
   area = valloc(SEGSIZE);
-  if (!area) die("valloc", 0);
+  if (!area) {
+    fprintf(stderr, "rsm_exporter: out of memory\n");
+    exit(1);
+  }
   memset(area, 0, SEGSIZE);
   if ((err = rsm_memseg_export_create(ctl, &seg, area, SEGSIZE, 0)) != RSM_SUCCESS)
     die("rsm_memseg_export_create", err);

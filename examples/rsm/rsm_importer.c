@@ -6,8 +6,9 @@
  * with RSM_IMPLICIT_SIGPOST waking the exporter; the exporter's answer is
  * awaited on our own poll descriptor with poll(2).
  *
- *   cc rsm_importer.c -I build/include -L build/lib -lweft_rsm -o rsm_importer
- *   LD_LIBRARY_PATH=build/lib ./rsm_importer [controller [node [segment-id [count]]]]
+ *   mkdir -p build/examples
+ *   cc examples/rsm/rsm_importer.c -I build/include -L build/lib -lweft_rsm -o build/examples/rsm_importer
+ *   LD_LIBRARY_PATH=build/lib build/examples/rsm_importer [controller [node [segment-id [count]]]]
  */
 #include <poll.h>
 #include <rsmapi.h>
@@ -16,7 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rsm_errors.h"
+
 #define MSG_OFFSET 4096
+#define WAIT_S 10 /* how long to wait for the exporter */
 
 struct msg_header {
   uint32_t seq;
@@ -31,8 +35,9 @@ static uint32_t sum(const char* p, uint32_t n) {
   return s;
 }
 
+/* An RSMAPI call failed: its name, and the error's name and text. */
 static void die(const char* what, int err) {
-  fprintf(stderr, "rsm_importer: %s failed: %d\n", what, err);
+  fprintf(stderr, "rsm_importer: %s failed: %s: %s\n", what, rsm_error_name(err), rsm_error_text(err));
   exit(1);
 }
 
@@ -51,11 +56,23 @@ int main(int argc, char** argv) {
   int err, i, tries;
 
   if ((err = rsm_get_controller(ctlname, &ctl)) != RSM_SUCCESS) die("rsm_get_controller", err);
-  /* The exporter may not have published yet: try for a while. */
+  /* The exporter may not have published yet: try for a while, saying what
+   * we wait for. */
   for (tries = 0;; tries++) {
     err = rsm_memseg_import_connect(ctl, node, segid, RSM_PERM_RDWR, &seg);
     if (err == RSM_SUCCESS) break;
-    if (err != RSMERR_SEG_NOT_PUBLISHED || tries == 100) die("rsm_memseg_import_connect", err);
+    if (err == RSMERR_SEG_NOT_PUBLISHED && tries == 0) {
+      fprintf(stderr,
+              "rsm_importer: waiting up to %d s for segment %#x to be published on node %u (controller %s): "
+              "start rsm_exporter %s %#x\n",
+              WAIT_S, segid, (unsigned)node, ctlname, ctlname, segid);
+    }
+    if (err != RSMERR_SEG_NOT_PUBLISHED || tries == WAIT_S * 10) {
+      if (err == RSMERR_SEG_NOT_PUBLISHED)
+        fprintf(stderr, "rsm_importer: no exporter published segment %#x on node %u within %d s\n", segid,
+                (unsigned)node, WAIT_S);
+      die("rsm_memseg_import_connect", err);
+    }
     usleep(100 * 1000);
   }
   if ((err = rsm_memseg_import_set_mode(seg, RSM_BARRIER_MODE_EXPLICIT)) != RSM_SUCCESS)
@@ -63,7 +80,10 @@ int main(int argc, char** argv) {
   if ((err = rsm_memseg_import_init_barrier(seg, RSM_BAR_DEFAULT, &bar)) != RSM_SUCCESS)
     die("rsm_memseg_import_init_barrier", err);
   hdr = valloc(4096);
-  if (!hdr) die("valloc", 0);
+  if (!hdr) {
+    fprintf(stderr, "rsm_importer: out of memory\n");
+    exit(1);
+  }
   memset(hdr, 0, 4096);
   if ((err = rsm_create_localmemory_handle(ctl, &hdr_handle, (caddr_t)hdr, 4096)) != RSM_SUCCESS)
     die("rsm_create_localmemory_handle", err);
@@ -111,7 +131,10 @@ int main(int argc, char** argv) {
     /* Wait for the exporter's acknowledgement on our poll descriptor. */
     pfd.revents = 0;
     n = poll(&pfd, 1, 10000);
-    if (n != 1 || !(pfd.revents & POLLRDNORM)) die("poll", n);
+    if (n != 1 || !(pfd.revents & POLLRDNORM)) {
+      fprintf(stderr, "rsm_importer: no answer from the exporter within 10 s\n");
+      exit(1);
+    }
     if ((err = rsm_intr_signal_wait(seg, 0)) != RSM_SUCCESS) die("rsm_intr_signal_wait", err);
     printf("sent: %s\n", text);
   }

@@ -3,10 +3,13 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <dlfcn.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "core/params.hpp"
 #include "core/prov_template.hpp"
 #include "core/provider.hpp"
+#include "core/tostr.hpp"
 
 namespace weft {
 
@@ -58,6 +62,18 @@ bool subset(uint64_t want, uint64_t have) {
   return (want & ~have) == 0;
 }
 
+// Why a template does not satisfy the hints: nullptr when it does, else the
+// hint that ruled it out (fi_getinfo explains at warn when nothing is left).
+using verdict = const char*;
+// Reasons the explanation completes with the bits the template lacks.
+constexpr verdict no_caps = "hints->caps asks for capabilities it lacks";
+constexpr verdict no_tx_caps = "hints->tx_attr->caps asks for capabilities it lacks";
+constexpr verdict no_rx_caps = "hints->rx_attr->caps asks for capabilities it lacks";
+// Not a reason to tell: the IPv6 twin of an IPv4 template (or the reverse).
+constexpr verdict other_family = "the other address family";
+constexpr verdict left_out = "it is left out by FI_PROVIDER";
+constexpr verdict bad_ep_type = "hints->ep_attr->type";
+
 // An enum field from the application, read as the int it is: an out-of-range
 // value must be rejected, not loaded as the enum type.
 template <class E>
@@ -86,62 +102,75 @@ uint64_t app_mr_bits(uint32_t version, const fi_info* hints, bool* any) {
   return static_cast<uint64_t>(mode) & ~static_cast<uint64_t>(FI_MR_BASIC | FI_MR_SCALABLE);
 }
 
-bool tx_ok(const fi_tx_attr* h, const fi_tx_attr* p) {
-  if (!h) return true;
-  return subset(h->caps, p->caps) && subset(h->msg_order, p->msg_order) &&
-         subset(h->comp_order, p->comp_order | FI_ORDER_NONE) && h->inject_size <= p->inject_size &&
-         h->size <= p->size && h->iov_limit <= p->iov_limit && h->rma_iov_limit <= p->rma_iov_limit;
+verdict tx_ok(const fi_tx_attr* h, const fi_tx_attr* p) {
+  if (!h) return nullptr;
+  if (!subset(h->caps, p->caps)) return no_tx_caps;
+  if (!subset(h->msg_order, p->msg_order)) return "hints->tx_attr->msg_order asks for more ordering";
+  if (!subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->tx_attr->comp_order";
+  if (h->inject_size > p->inject_size) return "hints->tx_attr->inject_size is larger than it offers";
+  if (h->size > p->size) return "hints->tx_attr->size is larger than it offers";
+  if (h->iov_limit > p->iov_limit || h->rma_iov_limit > p->rma_iov_limit)
+    return "hints->tx_attr->iov_limit or rma_iov_limit is larger than it offers";
+  return nullptr;
 }
 
-bool rx_ok(const fi_rx_attr* h, const fi_rx_attr* p) {
-  if (!h) return true;
-  return subset(h->caps, p->caps) && subset(h->msg_order, p->msg_order) &&
-         subset(h->comp_order, p->comp_order | FI_ORDER_NONE) && h->size <= p->size &&
-         h->iov_limit <= p->iov_limit && h->total_buffered_recv <= SIZE_MAX;
+verdict rx_ok(const fi_rx_attr* h, const fi_rx_attr* p) {
+  if (!h) return nullptr;
+  if (!subset(h->caps, p->caps)) return no_rx_caps;
+  if (!subset(h->msg_order, p->msg_order)) return "hints->rx_attr->msg_order asks for more ordering";
+  if (!subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->rx_attr->comp_order";
+  if (h->size > p->size) return "hints->rx_attr->size is larger than it offers";
+  if (h->iov_limit > p->iov_limit) return "hints->rx_attr->iov_limit is larger than it offers";
+  if (h->total_buffered_recv > SIZE_MAX) return "hints->rx_attr->total_buffered_recv";
+  return nullptr;
 }
 
-bool ep_ok(const fi_ep_attr* h, const fi_ep_attr* p, const fi_domain_attr* pd, size_t auth_max) {
-  if (!h) return true;
-  if (h->type != FI_EP_UNSPEC && h->type != p->type) return false;
-  if (h->protocol != FI_PROTO_UNSPEC && h->protocol != p->protocol) return false;
-  if (h->max_msg_size > p->max_msg_size) return false;
-  if (h->auth_key_size > auth_max || (h->auth_key_size && !h->auth_key)) return false;
+verdict ep_ok(const fi_ep_attr* h, const fi_ep_attr* p, const fi_domain_attr* pd, size_t auth_max) {
+  if (!h) return nullptr;
+  if (h->type != FI_EP_UNSPEC && h->type != p->type) return bad_ep_type;
+  if (h->protocol != FI_PROTO_UNSPEC && h->protocol != p->protocol) return "hints->ep_attr->protocol";
+  if (h->max_msg_size > p->max_msg_size) return "hints->ep_attr->max_msg_size is larger than it offers";
+  if (h->auth_key_size > auth_max || (h->auth_key_size && !h->auth_key)) return "hints->ep_attr->auth_key";
   auto ctx_ok = [](size_t want, size_t max) { return want == FI_SHARED_CONTEXT || want <= max; };
-  if (!ctx_ok(h->tx_ctx_cnt, pd->max_ep_tx_ctx) || !ctx_ok(h->rx_ctx_cnt, pd->max_ep_rx_ctx)) return false;
-  if (h->tx_ctx_cnt == FI_SHARED_CONTEXT && !pd->max_ep_stx_ctx) return false;
-  if (h->rx_ctx_cnt == FI_SHARED_CONTEXT && !pd->max_ep_srx_ctx) return false;
-  return true;
+  if (!ctx_ok(h->tx_ctx_cnt, pd->max_ep_tx_ctx) || !ctx_ok(h->rx_ctx_cnt, pd->max_ep_rx_ctx))
+    return "hints->ep_attr->tx_ctx_cnt or rx_ctx_cnt is larger than it offers";
+  if ((h->tx_ctx_cnt == FI_SHARED_CONTEXT && !pd->max_ep_stx_ctx) ||
+      (h->rx_ctx_cnt == FI_SHARED_CONTEXT && !pd->max_ep_srx_ctx))
+    return "hints->ep_attr asks for shared contexts";
+  return nullptr;
 }
 
-bool domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_attr* p, size_t auth_max) {
-  if (!h) return true;
-  if (h->name && strcmp(h->name, p->name)) return false;
-  if (h->domain) return false;  // opening info for an existing domain: not supported
-  if (raw(h->threading) > FI_THREAD_COMPLETION) return false;
+verdict domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_attr* p, size_t auth_max) {
+  if (!h) return nullptr;
+  if (h->name && strcmp(h->name, p->name)) return "hints->domain_attr->name";
+  if (h->domain) return "hints->domain_attr->domain (info for an open domain is not supported)";
+  if (raw(h->threading) > FI_THREAD_COMPLETION) return "hints->domain_attr->threading";
   if (raw(h->control_progress) > FI_PROGRESS_MANUAL || raw(h->data_progress) > FI_PROGRESS_MANUAL)
-    return false;
-  if (raw(h->resource_mgmt) > FI_RM_ENABLED) return false;
-  if (raw(h->av_type) > FI_AV_TABLE) return false;
-  if (h->mr_key_size > p->mr_key_size || h->cq_data_size > p->cq_data_size) return false;
+    return "hints->domain_attr->control_progress or data_progress";
+  if (raw(h->resource_mgmt) > FI_RM_ENABLED) return "hints->domain_attr->resource_mgmt";
+  if (raw(h->av_type) > FI_AV_TABLE) return "hints->domain_attr->av_type";
+  if (h->mr_key_size > p->mr_key_size || h->cq_data_size > p->cq_data_size)
+    return "hints->domain_attr->mr_key_size or cq_data_size is larger than it offers";
   if (h->cq_cnt > p->cq_cnt || h->ep_cnt > p->ep_cnt || h->tx_ctx_cnt > p->tx_ctx_cnt ||
       h->rx_ctx_cnt > p->rx_ctx_cnt || h->max_ep_tx_ctx > p->max_ep_tx_ctx ||
       h->max_ep_rx_ctx > p->max_ep_rx_ctx || h->max_ep_stx_ctx > p->max_ep_stx_ctx ||
       h->max_ep_srx_ctx > p->max_ep_srx_ctx)
-    return false;
+    return "a count in hints->domain_attr (cq_cnt, ep_cnt, ..._ctx_cnt) is larger than it offers";
   if (FI_VERSION_GE(version, FI_VERSION(1, 5))) {
-    if (h->cntr_cnt > p->cntr_cnt || h->mr_iov_limit > p->mr_iov_limit || h->mr_cnt > p->mr_cnt) return false;
-    if (h->auth_key_size > auth_max || (h->auth_key_size && !h->auth_key)) return false;
-    if (!subset(h->caps, p->caps | secondary_caps)) return false;
+    if (h->cntr_cnt > p->cntr_cnt || h->mr_iov_limit > p->mr_iov_limit || h->mr_cnt > p->mr_cnt)
+      return "hints->domain_attr->cntr_cnt, mr_iov_limit or mr_cnt is larger than it offers";
+    if (h->auth_key_size > auth_max || (h->auth_key_size && !h->auth_key)) return "hints->domain_attr->auth_key";
+    if (!subset(h->caps, p->caps | secondary_caps)) return "hints->domain_attr->caps";
   }
-  return true;
+  return nullptr;
 }
 
-bool fabric_ok(const fi_fabric_attr* h, const fi_fabric_attr* p) {
-  if (!h) return true;
-  if (h->fabric) return false;
-  if (h->name && strcmp(h->name, p->name)) return false;
-  if (h->prov_version && h->prov_version != p->prov_version) return false;
-  return true;
+verdict fabric_ok(const fi_fabric_attr* h, const fi_fabric_attr* p) {
+  if (!h) return nullptr;
+  if (h->fabric) return "hints->fabric_attr->fabric (info for an open fabric is not supported)";
+  if (h->name && strcmp(h->name, p->name)) return "hints->fabric_attr->name";
+  if (h->prov_version && h->prov_version != p->prov_version) return "hints->fabric_attr->prov_version";
+  return nullptr;
 }
 
 // Caps the application gets: the primary caps it asked for (all the
@@ -265,31 +294,31 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
   return 0;
 }
 
-bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const char* node, uint64_t flags,
-             size_t auth_max) {
+verdict matches(uint32_t version, const fi_info* hints, const fi_info* t, const char* node, uint64_t flags,
+                size_t auth_max) {
   if (!hints) {
     // An IPv6 node chooses the IPv6 templates and vice versa.
     if (node && (t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6)) {
       bool v6 = strchr(node, ':') != nullptr;
-      return v6 == (t->addr_format == FI_SOCKADDR_IN6);
+      return v6 == (t->addr_format == FI_SOCKADDR_IN6) ? nullptr : other_family;
     }
     (void)flags;
-    return t->addr_format != FI_SOCKADDR_IN6 || node;
+    return t->addr_format != FI_SOCKADDR_IN6 || node ? nullptr : other_family;
   }
-  if (hints->caps && !subset(hints->caps & ~secondary_caps, t->caps)) return false;
+  if (hints->caps && !subset(hints->caps & ~secondary_caps, t->caps)) return no_caps;
   if (hints->caps & secondary_caps & ~t->caps & ~(FI_SOURCE_ERR | FI_SHARED_AV | FI_TRIGGER | FI_RMA_PMEM))
-    return false;
+    return no_caps;
   if (hints->caps &
       (FI_SOURCE_ERR | FI_SHARED_AV | FI_TRIGGER | FI_RMA_PMEM | FI_HMEM | FI_MULTICAST | FI_COLLECTIVE |
        FI_NAMED_RX_CTX | FI_VARIABLE_MSG | FI_AV_USER_ID) &
       ~t->caps)
-    return false;
+    return no_caps;
   const bool sockaddr_t = t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6;
   // FI_SOCKADDR: any socket address; the answer names the concrete family.
   const bool any_sockaddr = hints->addr_format == FI_SOCKADDR;
-  if (any_sockaddr && !sockaddr_t) return false;
+  if (any_sockaddr && !sockaddr_t) return "hints->addr_format";
   if (!any_sockaddr && hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != t->addr_format)
-    return false;
+    return "hints->addr_format";
   if (any_sockaddr) {
     // The family of an address given decides; else the node's; else IPv4.
     const void* given = hints->src_addr ? hints->src_addr : hints->dest_addr;
@@ -299,21 +328,122 @@ bool matches(uint32_t version, const fi_info* hints, const fi_info* t, const cha
       v6 = static_cast<const sockaddr*>(given)->sa_family == AF_INET6;
     else if (node)
       v6 = strchr(node, ':') != nullptr;
-    if (v6 != (t->addr_format == FI_SOCKADDR_IN6)) return false;
+    if (v6 != (t->addr_format == FI_SOCKADDR_IN6)) return other_family;
   } else if (hints->addr_format == FI_FORMAT_UNSPEC) {
     if (node && sockaddr_t) {
       bool v6 = strchr(node, ':') != nullptr;
-      if (v6 != (t->addr_format == FI_SOCKADDR_IN6)) return false;
+      if (v6 != (t->addr_format == FI_SOCKADDR_IN6)) return other_family;
     } else if (t->addr_format == FI_SOCKADDR_IN6 && !hints->src_addr && !hints->dest_addr) {
-      return false;  // IPv4 first; IPv6 when asked for
+      return other_family;  // IPv4 first; IPv6 when asked for
     }
   }
-  if (hints->src_addr && hints->src_addrlen == 0) return false;
-  if (!ep_ok(hints->ep_attr, t->ep_attr, t->domain_attr, auth_max)) return false;
-  if (!tx_ok(hints->tx_attr, t->tx_attr) || !rx_ok(hints->rx_attr, t->rx_attr)) return false;
-  if (!domain_ok(version, hints->domain_attr, t->domain_attr, auth_max)) return false;
-  if (!fabric_ok(hints->fabric_attr, t->fabric_attr)) return false;
-  return true;
+  if (hints->src_addr && hints->src_addrlen == 0) return "hints->src_addr with src_addrlen 0";
+  if (verdict v = ep_ok(hints->ep_attr, t->ep_attr, t->domain_attr, auth_max)) return v;
+  if (verdict v = tx_ok(hints->tx_attr, t->tx_attr)) return v;
+  if (verdict v = rx_ok(hints->rx_attr, t->rx_attr)) return v;
+  if (verdict v = domain_ok(version, hints->domain_attr, t->domain_attr, auth_max)) return v;
+  return fabric_ok(hints->fabric_attr, t->fabric_attr);
+}
+
+// One reason a provider gave nothing: the hint that ruled out one of its
+// templates (with that template), or its address resolution's error.
+struct refusal {
+  const provider* prov;
+  verdict why = nullptr;
+  const fi_info* hints = nullptr;
+  const fi_info* t = nullptr;
+  int resolve_err = 0;
+};
+
+// The capability bits a template lacks, printed ("FI_ATOMIC | FI_RMA").
+std::string missing_caps(uint64_t want, uint64_t have) {
+  uint64_t missing = want & ~have;
+  char buf[512];
+  tostr_r(buf, sizeof buf, &missing, FI_TYPE_CAPS);
+  return buf;
+}
+
+std::string describe(const refusal& r, const char* node, const char* service) {
+  if (r.resolve_err) {
+    std::string s = "node ";
+    s += node ? "'" + std::string(node) + "'" : "(none)";
+    s += ", service ";
+    s += service ? "'" + std::string(service) + "'" : "(none)";
+    if (r.resolve_err == -FI_ENODATA) return s + " names nothing it can reach";
+    return s + ": " + fi_strerror(-r.resolve_err);
+  }
+  std::string s = r.why;
+  if (r.why == no_caps) s += " (" + missing_caps(r.hints->caps, r.t->caps) + ")";
+  if (r.why == no_tx_caps) s += " (" + missing_caps(r.hints->tx_attr->caps, r.t->tx_attr->caps) + ")";
+  if (r.why == no_rx_caps) s += " (" + missing_caps(r.hints->rx_attr->caps, r.t->rx_attr->caps) + ")";
+  if (r.why == bad_ep_type) {
+    char want[64], have[64];
+    tostr_r(want, sizeof want, &r.hints->ep_attr->type, FI_TYPE_EP_TYPE);
+    tostr_r(have, sizeof have, &r.t->ep_attr->type, FI_TYPE_EP_TYPE);
+    s += std::string(" is ") + want + ", not " + have;
+  }
+  return s;
+}
+
+// fi_getinfo found nothing: one warning per provider that was asked, saying
+// why it gave nothing (libfabric's log; FI_LOG_LEVEL=warn), or that no
+// provider has the name asked for.
+[[gnu::cold]] void explain_nothing(const fi_info* hints, const char* node, const char* service,
+                                   const std::vector<refusal>& refusals) {
+  std::string names;
+  for (provider* p : providers()) names += (names.empty() ? "" : ", ") + std::string(p->name());
+  const char* asked = hints && hints->fabric_attr ? hints->fabric_attr->prov_name : nullptr;
+  if (asked && !find_provider(asked)) {
+    WEFT_WARN(FI_LOG_CORE, "fi_getinfo: no provider is named '%s'; weft's providers are %s%s", asked,
+              names.c_str(),
+              strchr(asked, ';') ? " (they are not layered: name one alone, e.g. 'tcp' for 'tcp;ofi_rxm')" : "");
+    return;
+  }
+  const char* env = getenv("FI_PROVIDER");
+  if (refusals.empty()) {
+    WEFT_WARN(FI_LOG_CORE, "fi_getinfo: FI_PROVIDER=%s leaves no provider (weft's providers are %s)",
+              env ? env : "", names.c_str());
+    return;
+  }
+  for (size_t i = 0; i < refusals.size(); ++i) {
+    const provider* prov = refusals[i].prov;
+    if (i && refusals[i - 1].prov == prov) continue;
+    // The distinct reasons of this provider's templates; the other address
+    // family's twin of a template is not one unless it is all there is.
+    std::vector<std::string> why;
+    for (size_t j = i; j < refusals.size() && refusals[j].prov == prov; ++j) {
+      if (refusals[j].why == other_family) continue;
+      std::string d = describe(refusals[j], node, service);
+      if (std::find(why.begin(), why.end(), d) == why.end()) why.push_back(std::move(d));
+    }
+    if (why.empty()) why.push_back(std::string("node '") + (node ? node : "") + "' needs the other address family");
+    std::string all;
+    for (const std::string& w : why) all += (all.empty() ? "" : "; ") + w;
+    if (refusals[i].why == left_out)
+      all = std::string("it is left out by FI_PROVIDER=") + (env ? env : "");
+    WEFT_WARN(FI_LOG_CORE, "fi_getinfo: provider %s gave nothing: %s", prov->name(), all.c_str());
+  }
+}
+
+// FI_LOG_LEVEL=info: one line, once, naming the library in use (weft's,
+// its version and where it was loaded from) and its providers.
+void announce_once() {
+  Dl_info di{};
+  const char* path = dladdr(reinterpret_cast<void*>(&announce_once), &di) && di.dli_fname ? di.dli_fname : "?";
+  std::string provs;
+  for (provider* p : providers())
+    if (allowed_by_env(*p))
+      provs += (provs.empty() ? "" : ", ") + std::string(p->name()) + " " + std::to_string(FI_MAJOR(p->version())) +
+               "." + std::to_string(FI_MINOR(p->version()));
+  log_write(FI_LOG_INFO, FI_LOG_CORE, "core", "fi_getinfo", __LINE__, "weft %s (libfabric API %d.%d) from %s; providers: %s",
+            WEFT_VERSION, FI_MAJOR_VERSION, FI_MINOR_VERSION, path,
+            provs.empty() ? "none (FI_PROVIDER)" : provs.c_str());
+}
+
+void announce() {
+  if (!log_enabled(FI_LOG_INFO, FI_LOG_CORE, "core")) return;
+  static std::once_flag once;
+  std::call_once(once, announce_once);
 }
 
 }  // namespace
@@ -329,17 +459,29 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   if (!only(flags, FI_NUMERICHOST | FI_SOURCE | FI_PROV_ATTR_ONLY)) return -FI_EBADFLAGS;
   if ((flags & FI_SOURCE) && !node && !service) return -FI_EINVAL;
   params_init();
+  announce();
 
   fi_info* head = nullptr;
   fi_info** tail = &head;
   int last_err = -FI_ENODATA;
   const provider* taken_from = nullptr;
+  // What each provider asked made of the request, for the explanation
+  // when nothing is left (only while warnings are logged).
+  const bool explain = log_enabled(FI_LOG_WARN, FI_LOG_CORE, "core");
+  std::vector<refusal> refusals;
   for (provider* prov : providers()) {
-    if (!allowed_by_env(*prov) || !allowed_by_hints(hints, prov->name())) continue;
+    if (!allowed_by_hints(hints, prov->name())) continue;
+    if (!allowed_by_env(*prov)) {
+      if (explain) refusals.push_back({prov, left_out});
+      continue;
+    }
     auto templates = prov->templates();
     for (const info_ptr& tp : *templates) {
       const fi_info* t = tp.get();
-      if (!matches(version, hints, t, node, flags, prov->auth_key_max())) continue;
+      if (verdict v = matches(version, hints, t, node, flags, prov->auth_key_max())) {
+        if (explain) refusals.push_back({prov, v, hints, t});
+        continue;
+      }
       // FI_PROV_ATTR_ONLY: one entry per provider, for its attributes.
       if ((flags & FI_PROV_ATTR_ONLY) && head && taken_from == prov) continue;
       taken_from = prov;
@@ -357,12 +499,14 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
           return ret;
         }
         last_err = ret == -FI_EINVAL ? -FI_ENODATA : ret;
+        if (explain) refusals.push_back({prov, nullptr, nullptr, nullptr, ret});
         continue;
       }
       *tail = dup;
       tail = &dup->next;
     }
   }
+  if (!head && explain) explain_nothing(hints, node, service, refusals);
   if (!head) return last_err;
   *info = head;
   return 0;

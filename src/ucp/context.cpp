@@ -1,11 +1,13 @@
 // ucp_init / ucp_cleanup / context queries: a context opens one fabric and
 // domain per enabled transport (shm for this host, tcp for the network).
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 #include "ucp_int.hpp"
 
@@ -17,6 +19,8 @@ const char* tp_name(uint8_t kind) noexcept {
       return "shm";
     case TP_TCP:
       return "tcp";
+    case TP_LNX:
+      return "lnx";
     default:
       return "?";
   }
@@ -69,6 +73,7 @@ fi_info* getinfo(uint8_t kind, const char* node, bool atomics) {
   hints->domain_attr->threading = FI_THREAD_COMPLETION;
   hints->fabric_attr->prov_name = strdup(tp_name(kind));
   if (kind == TP_TCP) hints->addr_format = FI_SOCKADDR_IN;
+  if (kind == TP_LNX) hints->caps |= FI_LOCAL_COMM | FI_REMOTE_COMM;
   fi_info* info = nullptr;
   int rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, node ? FI_SOURCE : 0, hints, &info);
   fi_freeinfo(hints);
@@ -89,8 +94,8 @@ fi_info* getinfo(uint8_t kind, const char* node, bool atomics) {
 
 std::unique_ptr<domain_tp> open_transport(const config& c, uint8_t kind, bool want_atomics) {
   std::string dev = kind == TP_SHM ? "memory" : "", ip;
-  if (kind == TP_TCP && !pick_interface(c, dev, ip)) {
-    WUCP_LOG(L_DIAG, "tcp: no network interface allowed by UCX_NET_DEVICES");
+  if (kind != TP_SHM && !pick_interface(c, dev, ip)) {
+    WUCP_LOG(L_DIAG, "%s: no network interface allowed by UCX_NET_DEVICES", tp_name(kind));
     return nullptr;
   }
   fi_info* info = getinfo(kind, ip.empty() ? nullptr : ip.c_str(), want_atomics);
@@ -118,6 +123,29 @@ std::unique_ptr<domain_tp> open_transport(const config& c, uint8_t kind, bool wa
     return nullptr;
   }
   return d;
+}
+
+// UCX_LOG_LEVEL=info: one line, once per process, naming the library in
+// use (weft's face, its version, where it and the libfabric under it were
+// loaded from) and the transports of the first context.
+void announce(const ucp_context& ctx) {
+  if (L_INFO > g_log_level) return;
+  static std::once_flag once;
+  std::call_once(once, [&ctx] {
+    Dl_info self{}, fabric{};
+    const char* ucp_path = dladdr(reinterpret_cast<void*>(&ucp_get_version_string), &self) && self.dli_fname
+                               ? self.dli_fname
+                               : "?";
+    const char* fabric_path =
+        dladdr(reinterpret_cast<void*>(&fi_getinfo), &fabric) && fabric.dli_fname ? fabric.dli_fname : "?";
+    std::string tps;
+    for (auto& d : ctx.tps)
+      tps += (tps.empty() ? "" : ", ") + std::string(tp_name(d->kind)) + " (libfabric provider " + d->prov_name +
+             (d->dev_name.empty() ? "" : ", device " + d->dev_name) + ")";
+    const uint32_t v = fi_version();
+    WUCP_LOG(L_INFO, "weft %s: UCP API %s from %s, over libfabric API %u.%u from %s; transports: %s", WEFT_VERSION,
+             ucp_get_version_string(), ucp_path, FI_MAJOR(v), FI_MINOR(v), fabric_path, tps.c_str());
+  });
 }
 
 }  // namespace
@@ -168,14 +196,24 @@ UCP_EXPORT ucs_status_t ucp_init_version(unsigned api_major_version, unsigned ap
     if (ctx->user_req_size > (1u << 20)) return UCS_ERR_INVALID_PARAM;
     ctx->host_id = host_identity();
     bool amo = params->features & (UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64);
+    // Both allowed: one linked endpoint reaches every peer (one matcher for
+    // tag receives from anyone). Else, or where the library has no linked
+    // provider (Debian's libfabric 1.17), each transport on its own.
+    if (tl_enabled(ctx->cfg, "shm") && tl_enabled(ctx->cfg, "tcp"))
+      if (auto d = open_transport(ctx->cfg, TP_LNX, amo)) ctx->tps.push_back(std::move(d));
     for (uint8_t kind : {TP_SHM, TP_TCP}) {
+      if (!ctx->tps.empty() && ctx->tps[0]->kind == TP_LNX) break;
       if (!tl_enabled(ctx->cfg, tp_name(kind))) continue;
       if (auto d = open_transport(ctx->cfg, kind, amo)) ctx->tps.push_back(std::move(d));
     }
+    for (auto& d : ctx->tps)
+      WUCP_LOG(L_INFO, "transport %s: libfabric provider %s, device %s", tp_name(d->kind), d->prov_name.c_str(),
+               d->dev_name.c_str());
     if (ctx->tps.empty()) {
       WUCP_LOG(L_ERROR, "ucp_init: no usable transport (UCX_TLS)");
       return UCS_ERR_NO_DEVICE;
     }
+    announce(*ctx);
     *context_p = ctx.release();
     return UCS_OK;
   } catch (...) {

@@ -207,8 +207,7 @@ ucs_status_t create_from_address(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep
   ep->dest = dest;
   ep->peer = std::move(pa);
   ep->conn_sn = sn;
-  ep->tl_name = tp_name(tp->d->kind);
-  ep->dev_name = tp->d->dev_name;
+  set_path_names(ep.get());
   if (no_loop) ep->flags |= EPF_NO_LOOPBACK;
   apply_params(ep.get(), p);
   if (self && !no_loop) {
@@ -280,8 +279,7 @@ void ep_conn_req(ucp_worker* w, iface* tp, const frame& f, const uint8_t* payloa
     ep->dest = dest;
     ep->peer = std::move(pa);
     ep->conn_sn = f.aux;
-    ep->tl_name = tp_name(use->d->kind);
-    ep->dev_name = use->d->dev_name;
+    set_path_names(ep);
     ep_connected(ep, f.src);
     w->unmatched[key] = ep;
     send_conn_rep(ep, f.src);
@@ -541,8 +539,8 @@ UCP_EXPORT void ucp_ep_print_info(ucp_ep_h ep, FILE* stream) {
   fprintf(stream, "#           err mode: %s\n", ep->err_mode == UCP_ERR_HANDLING_MODE_PEER ? "peer" : "none");
   if (ep->tp) {
     const domain_tp* d = ep->tp->d;
-    fprintf(stream, "#          transport: %s/%s (libfabric provider %s)\n", tp_name(d->kind),
-            d->dev_name.c_str(), d->prov_name.c_str());
+    fprintf(stream, "#          transport: %s/%s (libfabric provider %s)\n", ep->tl_name.c_str(),
+            ep->dev_name.c_str(), d->prov_name.c_str());
     fprintf(stream, "#     tag eager inline: 0..%zu (fi_tinject)\n", d->inject);
     fprintf(stream, "#        tag eager/rndv: %zu.. (fi_tsend; the provider chooses eager or rendezvous)\n",
             d->inject + 1);

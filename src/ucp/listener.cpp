@@ -154,8 +154,7 @@ ucs_status_t attach_peer(ucp_ep* ep, const peer_addr& pa) {
   ep->tp = tp;
   ep->dest = dest;
   ep->peer = pa;
-  ep->tl_name = tp_name(tp->d->kind);
-  ep->dev_name = tp->d->dev_name;
+  set_path_names(ep);
   return UCS_OK;
 }
 

@@ -90,7 +90,10 @@ bool device_enabled(const config& c, const char* dev);
 void apply_log_level(const std::string& s);
 
 // ---------------------------------------------------------------- transports
-enum tp_kind : uint8_t { TP_SHM = 1, TP_TCP = 2 };
+// TP_LNX: libfabric's linked provider (weft's "lnx": shm to peers on this
+// host, tcp to the others, one endpoint and one matcher), opened instead of
+// the two when UCX_TLS allows both and the library offers it.
+enum tp_kind : uint8_t { TP_SHM = 1, TP_TCP = 2, TP_LNX = 3 };
 const char* tp_name(uint8_t kind) noexcept;
 
 // One provider opened by a context: fabric + domain. Shared by the workers.
@@ -618,6 +621,10 @@ void ensure_pending(ucp_ep* ep) noexcept;
 bool progress_pending(ucp_worker* w) noexcept;
 void make_address(ucp_worker* w);
 iface* pick_transport(ucp_worker* w, const peer_addr& pa, fi_addr_t* dest, ucs_status_t* st);
+// The transport and device an endpoint's traffic takes (ucp_ep_query,
+// ucp_ep_print_info): over the linked provider, shm for a peer on this host
+// (its lnx address names our host) and tcp for any other.
+void set_path_names(ucp_ep* ep);
 int post_rx(iface* tp, rx_buf* b) noexcept;
 void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total) noexcept;
 void am_ats(ucp_worker* w, const frame& f) noexcept;

@@ -517,6 +517,30 @@ iface* pick_transport(ucp_worker* w, const peer_addr& pa, fi_addr_t* dest, ucs_s
   return nullptr;
 }
 
+namespace {
+// The <host> of an lnx address "fi_lnx://<host>;<shm name>;<tcp address>".
+std::string lnx_host(const void* p, size_t len) {
+  std::string a(static_cast<const char*>(p), strnlen(static_cast<const char*>(p), len));
+  constexpr std::string_view prefix = "fi_lnx://";
+  if (a.compare(0, prefix.size(), prefix) != 0) return {};
+  return a.substr(prefix.size(), a.find(';') == std::string::npos ? 0 : a.find(';') - prefix.size());
+}
+}  // namespace
+
+void set_path_names(ucp_ep* ep) {
+  iface* tp = ep->tp;
+  ep->tl_name = tp_name(tp->d->kind);
+  ep->dev_name = tp->d->dev_name;
+  if (tp->d->kind != TP_LNX) return;
+  ep->tl_name = "tcp";
+  const std::string mine = lnx_host(tp->name.data(), tp->name.size());
+  for (auto& e : ep->peer.ents)
+    if (e.kind == TP_LNX && !mine.empty() && lnx_host(e.bytes.data(), e.bytes.size()) == mine) {
+      ep->tl_name = "shm";
+      ep->dev_name = "memory";
+    }
+}
+
 // ---------------------------------------------------------------- completions
 void handle_cq_error(ucp_worker* w, iface* tp) noexcept {
   fi_cq_err_entry err{};

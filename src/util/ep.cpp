@@ -9,6 +9,7 @@
 
 #include "core/info.hpp"
 #include "core/log.hpp"
+#include "util/addr.hpp"
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
 #include "util/eq.hpp"
@@ -437,6 +438,18 @@ void ux_drop_owned(endpoint& e) noexcept {
   }
 }
 
+void note_absent_in_whole(endpoint& part, fi_addr_t dest, const char* how) noexcept {
+  endpoint& w = *part.whole;
+  w.absent.note(
+      w.dom->prov->name(),
+      [&] {
+        size_t len = 0;
+        const void* a = w.av && dest != FI_ADDR_NOTAVAIL ? w.av->lookup(dest, &len) : nullptr;
+        return a ? addr::to_string(w.av->addr_format(), a, len) : "fi_addr " + std::to_string(dest);
+      },
+      how);
+}
+
 void endpoint_share(endpoint& part, endpoint& whole, av* part_av) {
   if (part.enabled || part.av || part.tx_cq || part.rx_cq) fail(FI_EINVAL, "part endpoint already bound");
   part.tx_cq = whole.tx_cq;
@@ -455,6 +468,7 @@ void endpoint_share(endpoint& part, endpoint& whole, av* part_av) {
   if (part_av) part_av->add_user();
   part.rx = whole.rx;
   part.lock = whole.lock;
+  part.whole = &whole;
 }
 
 bool is_endpoint(const fid* f) noexcept {

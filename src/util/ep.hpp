@@ -31,6 +31,7 @@
 
 #include "common/lock.hpp"
 #include "common/object.hpp"
+#include "util/absent_peers.hpp"
 #include "util/av.hpp"
 #include "util/domain.hpp"
 #include "util/matcher.hpp"
@@ -115,6 +116,10 @@ struct endpoint {
   // FI_PROGRESS_AUTO: a thread runs the transport's progress.
   std::thread progress_thread;
   std::atomic<bool> stop{false};
+  // A part of another provider's endpoint (endpoint_share): the whole.
+  endpoint* whole = nullptr;
+  // Addresses sends keep finding nobody at (one warning each: note_absent).
+  absent_peers absent;
 
   static endpoint* of(fid_ep* e) noexcept { return from_fid<endpoint>(e); }
   static endpoint* of(fid* f) noexcept { return from_fid<endpoint>(f); }
@@ -227,6 +232,23 @@ int opt_set(const opt_target& t, int level, int optname, const void* optval, siz
 // it arrived on) and `part_av`, the part's mirror of the whole's AV (same
 // indices, so a part's FI_SOURCE is the whole's fi_addr_t). Throws.
 void endpoint_share(endpoint& part, endpoint& whole, av* part_av);
+// A send from `e` keeps finding nobody at `dest` (how: how the sends end):
+// the warning of util/absent_peers.hpp, once, naming the address as the
+// application knows it. A transport's own endpoint names it itself
+// (`prov`, `addr()`, `more` as absent_peers::note); a part names the
+// whole's AV entry for `dest`, under the whole's provider.
+template <class AddrFn>
+void note_absent(endpoint& e, const char* prov, fi_addr_t dest, AddrFn&& addr, const char* how,
+                 std::string (*more)(std::string_view) = nullptr) noexcept;
+[[gnu::cold]] void note_absent_in_whole(endpoint& part, fi_addr_t dest, const char* how) noexcept;
+template <class AddrFn>
+void note_absent(endpoint& e, const char* prov, fi_addr_t dest, AddrFn&& addr, const char* how,
+                 std::string (*more)(std::string_view)) noexcept {
+  if (e.whole) [[unlikely]]
+    return note_absent_in_whole(e, dest, how);
+  e.absent.note(prov, addr, how, more);
+}
+
 // Drops the unexpected messages that arrived on `e` from the queues it
 // shares (it is closing: its transport can no longer deliver them).
 void ux_drop_owned(endpoint& e) noexcept;

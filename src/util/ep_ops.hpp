@@ -73,6 +73,16 @@ inline bool ioc_valid(const fi_ioc* ioc, size_t count) noexcept {
   return true;
 }
 
+// Send flags a transport takes beyond send_flags_ok (T::send_flags_extra:
+// udp's FI_MULTICAST); others refuse them with -FI_EBADFLAGS.
+template <class T>
+constexpr uint64_t send_flags_of() noexcept {
+  if constexpr (requires { T::send_flags_extra; })
+    return send_flags_ok | T::send_flags_extra;
+  else
+    return send_flags_ok;
+}
+
 template <class T>
 struct ops {
   using ep_t = typename T::ep;
@@ -116,7 +126,7 @@ struct ops {
   }
   static ssize_t m_sendmsg(fid_ep* f, const fi_msg* msg, uint64_t flags) noexcept {
     if (!msg) return -FI_EINVAL;
-    if (!only(flags, send_flags_ok)) return -FI_EBADFLAGS;
+    if (!only(flags, send_flags_of<T>())) return -FI_EBADFLAGS;
     return send<false>(ep(f), msg->msg_iov, msg->iov_count, msg->addr, 0, msg->data, msg->context, flags);
   }
   static ssize_t m_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest) noexcept {
@@ -146,7 +156,7 @@ struct ops {
   }
   static ssize_t t_sendmsg(fid_ep* f, const fi_msg_tagged* msg, uint64_t flags) noexcept {
     if (!msg) return -FI_EINVAL;
-    if (!only(flags, send_flags_ok)) return -FI_EBADFLAGS;
+    if (!only(flags, send_flags_of<T>())) return -FI_EBADFLAGS;
     return send<true>(ep(f), msg->msg_iov, msg->iov_count, msg->addr, msg->tag, msg->data, msg->context,
                       flags);
   }

@@ -1,29 +1,20 @@
-// Replays a corpus through the tcp wire decoders (tcp_frame_target.cpp)
-// with the normal compiler and no libFuzzer: CI runs the committed corpus
-// (tests/fuzz/corpus/tcp_frame) this way, under the sanitizers of the build.
-//
-//   tcp_frame_replay DIR...            every file of each DIR, once
-//   tcp_frame_replay --seeds DIR       writes the seed inputs into DIR
-//
-// A disagreement between decoder and model aborts (as under the fuzzer).
-#include <dirent.h>
+// Replays a corpus through the tcp wire decoders (tcp_frame_target.cpp):
+// replay.hpp (tests/fuzz/corpus/tcp_frame in CI).
 #include <rdma/fi_atomic.h>
 
-#include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "prov/tcp/tcp_frame.hpp"
+#include "replay.hpp"
 
 int weft_fuzz_tcp_frame(const uint8_t* data, size_t size);
 
 namespace {
 
 using namespace weft::tcp;
-using bytes = std::vector<unsigned char>;
+using weft_fuzz::bytes;
 
 void put_frame(bytes& out, frame_hdr h, std::vector<rma_desc> d = {}, size_t payload = 0) {
   h.iov_count = static_cast<uint8_t>(d.size());
@@ -161,60 +152,8 @@ std::vector<std::pair<std::string, bytes>> seeds() {
   return s;
 }
 
-int write_seeds(const char* dir) {
-  for (auto& [name, b] : seeds()) {
-    const std::string path = std::string(dir) + "/seed_" + name;
-    FILE* f = fopen(path.c_str(), "wb");
-    if (!f || fwrite(b.data(), 1, b.size(), f) != b.size()) {
-      perror(path.c_str());
-      return 1;
-    }
-    fclose(f);
-  }
-  return 0;
-}
-
-bool read_file(const std::string& path, bytes& out) {
-  FILE* f = fopen(path.c_str(), "rb");
-  if (!f) return false;
-  out.clear();
-  unsigned char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
-  fclose(f);
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && !strcmp(argv[1], "--seeds")) return write_seeds(argv[2]);
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s DIR... | --seeds DIR\n", argv[0]);
-    return 2;
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  size_t files = 0, total = 0;
-  // The seeds in memory too, so the test means something even without a corpus.
-  for (auto& [name, b] : seeds()) weft_fuzz_tcp_frame(b.data(), b.size());
-  for (int i = 1; i < argc; ++i) {
-    DIR* d = opendir(argv[i]);
-    if (!d) {
-      perror(argv[i]);
-      return 1;
-    }
-    bytes b;
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      const std::string path = std::string(argv[i]) + "/" + e->d_name;
-      if (!read_file(path, b)) continue;
-      weft_fuzz_tcp_frame(b.data(), b.size());
-      ++files;
-      total += b.size();
-    }
-    closedir(d);
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  printf("replayed %zu inputs (%zu bytes) in %.2f s\n", files, total, s);
-  return files ? 0 : 1;
+  return weft_fuzz::replay_main(argc, argv, weft_fuzz_tcp_frame, seeds());
 }

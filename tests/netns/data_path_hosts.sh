@@ -20,7 +20,7 @@ suite() {
 export -f suite
 export tests
 # the link's delay where the kernel has no sch_netem (netns.sh)
-[ -x "$build/bin/delay_link" ] && export WEFT_DELAY_LINK=$build/bin/delay_link
+[ -x "$build/tests/bin/delay_link" ] && export WEFT_DELAY_LINK=$build/tests/bin/delay_link
 
 echo "== three hosts (tcp, and the linked provider with every peer on another host)"
 bash "$here/netns.sh" -n 3 -- bash -c "suite 'mode/*_hosts*'"

@@ -39,7 +39,9 @@ inline int free_port() {
   return port;
 }
 
-inline fi_info* get_info(const char* prov, fi_ep_type type = FI_EP_RDM,
+// The provider's first fi_info of `type` (FI_EP_UNSPEC: its first, RDM for
+// shm and tcp, DGRAM for udp).
+inline fi_info* get_info(const char* prov, fi_ep_type type = FI_EP_UNSPEC,
                          uint32_t version = FI_VERSION(1, 17)) {
   fi_info* hints = fi_allocinfo();
   hints->fabric_attr->prov_name = strdup(prov);

@@ -36,7 +36,7 @@ bool read_all(int fd, void* buf, size_t len, int timeout_ms = 30000) {
 bool open_objects(mp_peer& p, const mp_options& opt) {
   fi_info* hints = fi_allocinfo();
   hints->fabric_attr->prov_name = strdup(opt.prov ? opt.prov : current_mode().prov);
-  hints->ep_attr->type = FI_EP_RDM;
+  hints->ep_attr->type = opt.ep_type;
   hints->caps = opt.caps;
   hints->domain_attr->data_progress = opt.progress;
   hints->domain_attr->threading = opt.threading;
@@ -58,6 +58,12 @@ bool open_objects(mp_peer& p, const mp_options& opt) {
   if (fi_ep_bind(p.ep, &p.av->fid, 0)) return false;
   if (fi_ep_bind(p.ep, &p.cq->fid, opt.tx_flags_bind)) return false;
   if (fi_ep_bind(p.ep, &p.cq->fid, opt.rx_flags_bind)) return false;
+  if (opt.eq) {
+    fi_eq_attr ea{};
+    ea.wait_obj = FI_WAIT_UNSPEC;
+    if (fi_eq_open(p.fabric, &ea, &p.eq, nullptr)) return false;
+    if (fi_ep_bind(p.ep, &p.eq->fid, 0)) return false;
+  }
   if (opt.counters) {
     fi_cntr_attr ca{};
     ca.events = FI_CNTR_EVENTS_COMP;
@@ -83,6 +89,7 @@ void close_objects(mp_peer& p) {
   for (fid_cntr* c : {p.cntr_send, p.cntr_recv, p.cntr_read, p.cntr_write, p.cntr_rwrite, p.cntr_rread})
     close_one(c ? &c->fid : nullptr);
   close_one(p.cq ? &p.cq->fid : nullptr);
+  close_one(p.eq ? &p.eq->fid : nullptr);
   close_one(p.av ? &p.av->fid : nullptr);
   close_one(p.domain ? &p.domain->fid : nullptr);
   close_one(p.fabric ? &p.fabric->fid : nullptr);

@@ -42,7 +42,8 @@ inline void PrintTo(const mp_mode& m, std::ostream* os) {
 std::vector<mp_mode> mp_modes(const char* only_prov = nullptr);
 // The mode of the running test (the first shm mode outside mp_test).
 const mp_mode& current_mode();
-// A mode whose ranks run on "hosts" (network namespaces): "<prov>_hosts".
+// A mode whose ranks each run on a host of their own (a network namespace
+// of tests/netns/netns.sh): its name ends in "_hosts".
 bool is_hosts_mode(const mp_mode& m);
 
 // A suite run once per mode: applies the mode's environment around each test.
@@ -57,6 +58,7 @@ protected:
 
 struct mp_options {
   const char* prov = nullptr;  // nullptr: the running test's mode
+  fi_ep_type ep_type = FI_EP_RDM;
   uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SOURCE | FI_DIRECTED_RECV;
   fi_progress progress = FI_PROGRESS_MANUAL;
   fi_threading threading = FI_THREAD_SAFE;
@@ -65,6 +67,7 @@ struct mp_options {
   uint64_t tx_flags_bind = FI_TRANSMIT;
   uint64_t rx_flags_bind = FI_RECV;
   bool counters = false;
+  bool eq = false;  // an EQ bound to the endpoint (fi_join reports there)
   int mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;  // asked for in the hints
   int timeout_s = 30;
 };
@@ -78,6 +81,7 @@ struct mp_peer {
   fid_domain* domain = nullptr;
   fid_av* av = nullptr;
   fid_cq* cq = nullptr;
+  fid_eq* eq = nullptr;
   fid_ep* ep = nullptr;
   fid_cntr* cntr_send = nullptr;
   fid_cntr* cntr_recv = nullptr;

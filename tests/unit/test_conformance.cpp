@@ -25,11 +25,13 @@ using weft_test::mp_peer;
 using weft_test::mp_run;
 using clock_type = std::chrono::steady_clock;
 
-fi_info* getinfo(const char* prov, const char* node, const char* service, uint64_t flags, int mr_mode = -1) {
+// RDM with RMA; a DGRAM endpoint (udp's) has messages only.
+fi_info* getinfo(const char* prov, const char* node, const char* service, uint64_t flags, int mr_mode = -1,
+                 fi_ep_type type = FI_EP_RDM) {
   fi_info* hints = fi_allocinfo();
   hints->fabric_attr->prov_name = strdup(prov);
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_MSG | FI_TAGGED | FI_RMA;
+  hints->ep_attr->type = type;
+  hints->caps = FI_MSG | FI_TAGGED | (type == FI_EP_RDM ? FI_RMA : 0);
   if (mr_mode >= 0) hints->domain_attr->mr_mode = mr_mode;
   fi_info* info = nullptr;
   int ret = fi_getinfo(FI_VERSION(1, 17), node, service, flags, hints, &info);
@@ -47,7 +49,7 @@ class LegacyMrMode : public weft_test::domain_test {};
 
 TEST_P(LegacyMrMode, EchoedBackAtCurrentApi) {
   for (int mode : {FI_MR_BASIC, FI_MR_SCALABLE}) {
-    fi_info* info = getinfo(GetParam(), nullptr, nullptr, 0, mode);
+    fi_info* info = getinfo(GetParam(), nullptr, nullptr, 0, mode, this->info->ep_attr->type);
     ASSERT_NE(info, nullptr) << mode;
     EXPECT_EQ(info->domain_attr->mr_mode, mode) << "programs compare the answer with what they asked for";
     // The domain opened from it keeps the mode's meaning: basic registrations

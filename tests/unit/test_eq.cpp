@@ -161,7 +161,7 @@ TEST_P(EqTest, ErrorEntriesKeepOrder) {
 }
 
 TEST_P(EqTest, ReaderrOldApi) {
-  fi_info* old = weft_test::get_info(GetParam(), FI_EP_RDM, FI_VERSION(1, 4));
+  fi_info* old = weft_test::get_info(GetParam(), FI_EP_UNSPEC, FI_VERSION(1, 4));
   ASSERT_NE(old, nullptr);
   fid_fabric* fab = nullptr;
   ASSERT_EQ(fi_fabric(old->fabric_attr, &fab, nullptr), 0);

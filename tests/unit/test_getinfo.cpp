@@ -46,7 +46,7 @@ using weft_test::offered;
 TEST(Getinfo, NoHintsListsEveryProvider) {
   info_list l;
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &l.head), 0);
-  std::set<std::string> expected{"shm"};
+  std::set<std::string> expected{"shm", "udp"};
   if (offered("tcp")) expected.insert("tcp");
   if (offered("lnx")) expected.insert("lnx");
   EXPECT_EQ(l.providers(), expected);
@@ -96,7 +96,7 @@ TEST(Getinfo, ProviderEnvironment) {
     ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &l.head), 0);
     EXPECT_EQ(l.providers(), (std::set<std::string>{"shm"}));
   }
-  setenv("FI_PROVIDER", "^shm,tcp", 1);
+  setenv("FI_PROVIDER", "^shm,tcp,udp", 1);
   {
     fi_info* info = nullptr;
     EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &info), -FI_ENODATA);
@@ -116,12 +116,13 @@ TEST(Getinfo, ProviderEnvironmentWithTcp) {
   {
     info_list l;
     ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &l.head), 0);
-    EXPECT_EQ(l.providers(), (std::set<std::string>{"shm"}));
+    EXPECT_EQ(l.providers(), (std::set<std::string>{"shm", "udp"}));
   }
   setenv("FI_PROVIDER", "^shm,tcp", 1);
   {
-    fi_info* info = nullptr;
-    EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &info), -FI_ENODATA);
+    info_list l;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, nullptr, &l.head), 0);
+    EXPECT_EQ(l.providers(), (std::set<std::string>{"udp"}));
   }
   setenv("FI_PROVIDER", "shm,tcp", 1);
   {
@@ -138,15 +139,15 @@ TEST(Getinfo, MsgEndpointsAndRemoteCommAreTcps) {
   h->ep_attr->type = FI_EP_MSG;
   info_list l;
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head), 0);
-  EXPECT_EQ(l.providers(), (std::set<std::string>{"tcp"}));  // shm is RDM only
+  EXPECT_EQ(l.providers(), (std::set<std::string>{"tcp"}));  // shm is RDM and DGRAM, udp DGRAM
   for (fi_info* i = l.head; i; i = i->next) EXPECT_EQ(i->ep_attr->type, FI_EP_MSG);
-  // FI_REMOTE_COMM is tcp's and the linked provider's, not shm's; the
+  // FI_REMOTE_COMM is tcp's, udp's and the linked provider's, not shm's; the
   // linked provider comes first (it reaches every peer the fastest way).
   hints_ptr rc;
   rc->caps = FI_TAGGED | FI_REMOTE_COMM;
   info_list lr;
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, rc.h, &lr.head), 0);
-  std::set<std::string> want{"tcp"};
+  std::set<std::string> want{"tcp", "udp"};
   if (offered("lnx")) want.insert("lnx");
   EXPECT_EQ(lr.providers(), want);
   if (offered("lnx")) {
@@ -155,10 +156,21 @@ TEST(Getinfo, MsgEndpointsAndRemoteCommAreTcps) {
 }
 
 TEST(Getinfo, EndpointTypeAndCaps) {
+  // Datagram endpoints: udp's and shm's, messages only.
   hints_ptr dgram;
   dgram->ep_attr->type = FI_EP_DGRAM;
+  info_list ld;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, dgram.h, &ld.head), 0);
+  EXPECT_EQ(ld.providers(), (std::set<std::string>{"shm", "udp"}));
+  for (fi_info* i = ld.head; i; i = i->next) {
+    EXPECT_EQ(i->ep_attr->type, FI_EP_DGRAM);
+    EXPECT_EQ(i->caps & (FI_RMA | FI_ATOMIC), 0u);
+  }
+  hints_ptr dgram_rma;
+  dgram_rma->ep_attr->type = FI_EP_DGRAM;
+  dgram_rma->caps = FI_MSG | FI_RMA;
   fi_info* info = nullptr;
-  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, dgram.h, &info), -FI_ENODATA);
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, dgram_rma.h, &info), -FI_ENODATA);
 
   // Asking for FI_TAGGED only: primary caps limited to it, secondary kept.
   hints_ptr t;
@@ -170,10 +182,16 @@ TEST(Getinfo, EndpointTypeAndCaps) {
   EXPECT_NE(lt.head->caps & FI_TAGGED, 0u);
   EXPECT_NE(lt.head->caps & FI_SOURCE, 0u);
 
-  // Capabilities nobody has.
+  // Multicast is udp's.
   hints_ptr mc;
   mc->caps = FI_MULTICAST | FI_MSG;
-  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, mc.h, &info), -FI_ENODATA);
+  info_list lm;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, mc.h, &lm.head), 0);
+  EXPECT_EQ(lm.providers(), (std::set<std::string>{"udp"}));
+  // Capabilities nobody has.
+  hints_ptr coll;
+  coll->caps = FI_COLLECTIVE | FI_MSG;
+  EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, coll.h, &info), -FI_ENODATA);
 }
 
 TEST(Getinfo, AddressFormats) {
@@ -206,7 +224,8 @@ TEST(Getinfo, AnySockaddrFormat) {
   h->addr_format = FI_SOCKADDR;
   info_list l;
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head), 0);
-  EXPECT_EQ(l.providers(), (std::set<std::string>{"tcp"}));
+  EXPECT_TRUE(l.providers().count("tcp"));
+  EXPECT_FALSE(l.providers().count("shm")) << "shm's addresses are no sockets";
   for (fi_info* i = l.head; i; i = i->next) {
     EXPECT_EQ(i->addr_format, FI_SOCKADDR_IN);
     ASSERT_NE(i->src_addr, nullptr);

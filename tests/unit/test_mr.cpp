@@ -691,7 +691,6 @@ TEST_P(MrLegacyTest, BasicModeFromApi14) {
   fi_info* hints = fi_allocinfo();
   ASSERT_NE(hints, nullptr);
   hints->fabric_attr->prov_name = strdup(GetParam());
-  hints->ep_attr->type = FI_EP_RDM;
   hints->domain_attr->mr_mode = FI_MR_BASIC;
   fi_info* info = nullptr;
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 4), nullptr, nullptr, 0, hints, &info), 0);

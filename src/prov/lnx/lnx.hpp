@@ -18,8 +18,12 @@
 //    The data path is one branch on the peer's path, then the part's own
 //    send, RMA or atomic (shm_part.hpp, tcp_part.hpp).
 //
-// Addresses (FI_ADDR_STR, at most FI_NAME_MAX bytes):
+// Addresses (FI_ADDR_STR, at most FI_NAME_MAX bytes with the NUL):
 //   fi_lnx://<host>;<shm name>;<ipv4>:<port>
+// An endpoint's name (fi_getname) is filled with '#' to FI_NAME_MAX - 1
+// characters, one length for every name: programs that pass fi_av_insert several
+// addresses packed at the stride of their own (Open MPI's mtl ofi) and
+// those that pack them end to end (libfabric's shm reads them so) agree.
 // <host> is 12 hex digits naming this host (the kernel boot, host name and
 // IPC, network and pid namespaces: processes that can share memory), the
 // shm name is the shm part's (without "fi_shm://"). A host or shm name may
@@ -55,8 +59,9 @@ struct address {
 uint64_t host_id() noexcept;
 // Parses an FI_ADDR_STR lnx address of at most len bytes: false when malformed.
 bool parse(const void* p, size_t len, address& out);
-// The printable address; empty when it does not fit addr_max bytes with its NUL.
-std::string format(const address& a);
+// The printable address; empty when it does not fit addr_max bytes with its
+// NUL. An endpoint's name (fi_getname) is filled up to that length.
+std::string format(const address& a, bool fill_up = false);
 
 // ------------------------------------------------------------------ domain (lnx_domain.cpp)
 // The parts' mirrors of one linked AV.

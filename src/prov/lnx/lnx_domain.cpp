@@ -138,8 +138,11 @@ int lnx_domain::av_filled(av& a, uint64_t index, const void* addr, size_t len) n
     } else if (!peer.tcp.family()) {
       return FI_EADDRNOTAVAIL;  // another host's shm name alone: no path to it
     }
-    WEFT_DEBUG(FI_LOG_AV, "lnx: peer %llu at %s goes over %s", static_cast<unsigned long long>(index),
-               static_cast<const char*>(addr), m.shm->lookup(index) ? "shm" : "tcp");
+    // One line per peer (FI_LOG_LEVEL=info): the tests read it to check
+    // that peers on this host go over shm and the others over tcp.
+    WEFT_LOG(FI_LOG_INFO, FI_LOG_AV, prov_name, "lnx: host %012llx: peer %llu at %s goes over %s",
+             static_cast<unsigned long long>(host), static_cast<unsigned long long>(index),
+             static_cast<const char*>(addr), m.shm->lookup(index) ? "shm" : "tcp");
     return 0;
   } catch (const error& e) {
     return e.code();

@@ -129,7 +129,7 @@ int cm_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
     a.shm = shm::part_name(*e.shm);
     size_t len = sizeof a.tcp.ss;
     if (tcp::part_name(*e.tcp, &a.tcp.ss, &len) == 0 && len) a.tcp.len = static_cast<socklen_t>(len);
-    const std::string s = format(a);
+    const std::string s = format(a, true);
     if (s.empty()) return -FI_EINVAL;
     const size_t need = s.size() + 1, have = *addrlen;
     *addrlen = need;

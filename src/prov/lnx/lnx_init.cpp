@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -20,6 +21,7 @@ namespace weft::lnx {
 
 namespace {
 constexpr char prefix[] = "fi_lnx://";
+constexpr char fill = '#';  // pads an address to its one length
 constexpr size_t prefix_len = sizeof prefix - 1;
 
 uint64_t fnv(uint64_t h, const void* p, size_t n) noexcept {
@@ -90,6 +92,7 @@ bool parse(const void* p, size_t len, address& out) {
   std::string_view s(c, n);
   if (!s.starts_with(prefix)) return false;
   s.remove_prefix(prefix_len);
+  while (!s.empty() && s.back() == fill) s.remove_suffix(1);
   out = address{};
   const size_t semi = s.find(';');
   if (semi == std::string_view::npos) return parse_tcp(s, out.tcp);  // "ip:port" alone
@@ -109,15 +112,31 @@ bool parse(const void* p, size_t len, address& out) {
   return !out.shm.empty() || out.tcp.family();
 }
 
-std::string format(const address& a) {
+std::string format(const address& a, bool fill_up) {
   char host[24] = "";
   if (a.host) snprintf(host, sizeof host, "%012llx", static_cast<unsigned long long>(a.host));
   std::string s = std::string(prefix) + host + ';' + a.shm + ';';
   if (a.tcp.family()) s += a.tcp.str();
-  return s.size() + 1 <= addr_max ? s : std::string{};
+  if (s.size() + 1 > addr_max) return {};
+  if (fill_up) s.append(addr_max - 1 - s.size(), fill);  // one length for every name (see lnx.hpp)
+  return s;
 }
 
 namespace {
+
+// One entry per tcp interface, loopback only when there is no other: the
+// tcp part is for peers on other hosts (those on this one go over shm),
+// and a program that spreads its processes over the entries (Open MPI's
+// mtl ofi gives local rank k the k-th) must not put one where no other
+// host can reach it.
+std::vector<tcp::iface> offered_interfaces() {
+  std::vector<tcp::iface> ifs = tcp::interfaces(AF_INET);
+  auto loopback = [](const tcp::iface& f) {
+    return ntohl(reinterpret_cast<const sockaddr_in*>(&f.addr.ss)->sin_addr.s_addr) >> 24 == IN_LOOPBACKNET;
+  };
+  if (!std::all_of(ifs.begin(), ifs.end(), loopback)) std::erase_if(ifs, loopback);
+  return ifs;
+}
 
 constexpr provider::param lnx_params[] = {
     {"prov_links", FI_PARAM_STRING,
@@ -199,9 +218,20 @@ public:
         freeaddrinfo(res);
         if (ret) return -FI_ENODATA;
       }
-      // Which interface this entry is for: its template's address.
+      // Which interface this entry is for: its template's address. The
+      // address (a destination: the one the kernel routes toward it from)
+      // picks the entry of the interface holding it, else the first entry.
       const bool own = mine.tcp.family() && mine.tcp.port() == 0;
-      if (own && a.tcp.family() && !tcp::entry_answers(mine.tcp, a.tcp, source)) return -FI_ENODATA;
+      if (own && a.tcp.family()) {
+        tcp::sock_addr local = a.tcp;
+        if (!source && tcp::default_src(&a.tcp, AF_INET, local)) local = tcp::sock_addr{};
+        const std::vector<tcp::iface> ifs = offered_interfaces();
+        const tcp::iface* by = nullptr;
+        for (const tcp::iface& f : ifs)
+          if (!by && tcp::same_host(f.addr, local)) by = &f;
+        if (!by && !ifs.empty()) by = &ifs.front();
+        if (!by || !tcp::same_host(by->addr, mine.tcp)) return -FI_ENODATA;
+      }
       auto set = [](void*& slot, size_t& len, const std::string& s) {
         if (s.empty()) return false;
         char* copy = dup_cstr(s.c_str());
@@ -234,9 +264,13 @@ protected:
     for (const info_ptr& i : *st)
       if (i->ep_attr->type == FI_EP_RDM && i->addr_format == FI_ADDR_STR) s = i.get();
     if (!s) return list;
-    for (const info_ptr& t : *tt)
-      if (t->ep_attr->type == FI_EP_RDM && t->addr_format == FI_SOCKADDR_IN && t->src_addr)
-        if (fi_info* i = linked_template(*s, *t, version())) list.emplace_back(i);
+    const std::vector<tcp::iface> ifs = offered_interfaces();
+    for (const info_ptr& t : *tt) {
+      if (t->ep_attr->type != FI_EP_RDM || t->addr_format != FI_SOCKADDR_IN || !t->src_addr) continue;
+      for (const tcp::iface& f : ifs)
+        if (f.name == t->domain_attr->name)
+          if (fi_info* i = linked_template(*s, *t, version())) list.emplace_back(i);
+    }
     return list;
   }
   // The parts' templates (tcp's follow the interfaces).

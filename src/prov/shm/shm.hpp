@@ -33,6 +33,7 @@
 #include "common/clock.hpp"
 #include "common/iov.hpp"
 #include "prov/shm/shm_proto.hpp"
+#include "util/absent_peers.hpp"
 #include "util/atomic_ops.hpp"
 #include "util/av.hpp"
 #include "util/domain.hpp"
@@ -228,6 +229,10 @@ std::string shm_name_of(const void* addr, size_t len);
 std::string endpoint_name(const fi_info* info, const char* kind);
 // The process a name made by endpoint_name belongs to (0: not such a name).
 int32_t pid_of_name(const std::string& name) noexcept;
+// The names of this user's enabled endpoints on this host (contexts of
+// scalable endpoints left out), from the kernel's list of abstract sockets.
+// Control path: it reads /proc/net/unix.
+std::vector<std::string> names_on_host();
 
 // ------------------------------------------------------------------ domain (shm_domain.cpp)
 // The provider's parameters, read at fi_domain.
@@ -374,8 +379,14 @@ struct assembly {
 };
 
 // ------------------------------------------------------------------ endpoint (shm_ep.cpp)
+// FI_EP_DGRAM endpoints: RDM's protocol for what fits one cell, with RMA,
+// atomics, fragments and rendezvous left out. A larger message is refused
+// (-FI_EMSGSIZE); one of another protocol that arrives is refused back.
+inline constexpr size_t dgram_max = inject_max;  // max_msg_size: one cell's payload
+
 struct ep : endpoint {
   std::string name;  // our endpoint name (address "fi_shm://<name>")
+  bool dgram = false;  // FI_EP_DGRAM
   config cfg;
   name_claim claim;
   mapping region;

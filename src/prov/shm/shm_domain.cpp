@@ -40,7 +40,10 @@ shm_domain::shm_domain(domain& d) : dom(d), cfg(read_config()) {
 
 int shm_domain::endpoint(fi_info* info, fid_ep** out, void* context) {
   if (!info || !out) return -FI_EINVAL;
-  if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_UNSPEC)
+  if (info->ep_attr && info->ep_attr->type != FI_EP_RDM && info->ep_attr->type != FI_EP_DGRAM &&
+      info->ep_attr->type != FI_EP_UNSPEC)
+    return -FI_EINVAL;
+  if (info->ep_attr && info->ep_attr->type == FI_EP_DGRAM && info->ep_attr->max_msg_size > dgram_max)
     return -FI_EINVAL;
   if (info->fabric_attr && info->fabric_attr->prov_name && strcmp(info->fabric_attr->prov_name, "shm"))
     return -FI_EINVAL;

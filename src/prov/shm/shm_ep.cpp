@@ -191,12 +191,14 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context, ep_
   endpoint_init(*e, dom, info, context, role, &transport, cfg.inject_size);
   e->cfg = cfg;
   e->name = std::move(name);
+  e->dgram = info->ep_attr && info->ep_attr->type == FI_EP_DGRAM;
   e->fid_.cm = &cm_ops;
   install_ops(*e, role);
   return e;
 }
 
 int shm_domain::scalable_ep(fi_info* info, fid_ep** out, void* context) {
+  if (info && info->ep_attr && info->ep_attr->type == FI_EP_DGRAM) return -FI_EINVAL;  // RDM only
   auto state = std::make_unique<sep_state>();
   state->name = endpoint_name(info, "s");
   int ret = scalable_ep_open(dom, info, out, context, &sep_tops, state.get(), inject_max);

@@ -123,6 +123,17 @@ protected:
                            FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_RMA_EVENT | FI_SOURCE |
                            FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_FENCE,
                        FI_ADDR_STR, FI_EP_RDM, FI_PROTO_SHM, inject, 256, 16}));
+    // Datagram endpoints: messages of one cell, no RMA or atomics, one
+    // context each.
+    fi_info* d = make_template({"shm", version(),
+                                FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_MULTI_RECV | FI_SOURCE |
+                                    FI_DIRECTED_RECV | FI_LOCAL_COMM,
+                                FI_ADDR_STR, FI_EP_DGRAM, FI_PROTO_SHM, inject, 256, 1});
+    list.emplace_back(d);
+    d->ep_attr->max_msg_size = dgram_max;
+    d->tx_attr->rma_iov_limit = 0;
+    d->domain_attr->max_ep_stx_ctx = 0;
+    d->domain_attr->max_ep_srx_ctx = 0;
     return list;
   }
 };

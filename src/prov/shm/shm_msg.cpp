@@ -240,9 +240,27 @@ struct shm_transport {
   }
   static ssize_t atomic(ep& e, const atomic_call& call) noexcept { return shm::atomic(e, call); }
 };
+
+// FI_EP_DGRAM endpoints: what fits one cell (injects always do), messages
+// only (their RMA and atomic tables stay endpoint_init's "none").
+struct shm_dgram_transport : shm_transport {
+  template <bool Tagged>
+  static ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,
+                      void* ctx, uint64_t flags) noexcept {
+    if (iov_total(iov, count) > dgram_max) [[unlikely]]
+      return -FI_EMSGSIZE;
+    return shm::send<Tagged>(e, iov, count, dest, tag, data, ctx, flags);
+  }
+};
+static_assert(shm_transport::inline_max <= dgram_max);
 }  // namespace
 
 void install_ops(endpoint& e, ep_role role) noexcept {
+  if (ep::of(e).dgram) {
+    e.fid_.msg = &ops<shm_dgram_transport>::msg;
+    e.fid_.tagged = &ops<shm_dgram_transport>::tagged;
+    return;
+  }
   ops<shm_transport>::install(e, role);
 }
 

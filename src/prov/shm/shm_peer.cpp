@@ -2,6 +2,7 @@
 // from (FI_SOURCE), and the cells we put into their queues.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "prov/shm/shm.hpp"
@@ -85,6 +86,32 @@ std::string av_name(ep& e, fi_addr_t addr) {
   }
 }
 
+// For the warning about a name nobody holds: the names on this host that
+// differ from it only in the node part ("localhost:9228" and ":9228" are
+// two names; fi_getinfo makes [node]:service the name as it is given).
+std::string similar_names(std::string_view addr) {
+  const std::string name(addr.substr(std::min(addr.size(), shm_prefix_len)));
+  const size_t colon = name.rfind(':');
+  if (colon == std::string::npos) return {};
+  const std::string service = name.substr(colon);
+  std::string out;
+  for (const std::string& n : names_on_host())
+    if (n != name && n.size() >= service.size() && n.compare(n.size() - service.size(), service.size(), service) == 0)
+      out += (out.empty() ? "" : ", ") + shm_address(n);
+  if (out.empty())
+    return "No endpoint of this user on this host has a name ending in '" + service + "'.";
+  return "Endpoints on this host whose names differ only in the node part: " + out +
+         " (a name must match exactly; a server given no node is named ':service').";
+}
+
+// A send found no endpoint named as `dest`: -FI_EAGAIN, and once it has
+// lasted a while, the warning (absent_peers).
+[[gnu::cold, gnu::noinline]] void note_absent(ep& e, fi_addr_t dest) noexcept {
+  note_absent(
+      e, "shm", dest, [&] { return shm_address(av_name(e, dest)); },
+      "each returned -FI_EAGAIN: nobody holds that name", similar_names);
+}
+
 }  // namespace
 
 peer_ref peer_of_slow(ep& e, fi_addr_t addr) noexcept {
@@ -122,6 +149,7 @@ ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq
     case reach::not_in_av:
       return -FI_EINVAL;
     case reach::not_yet:
+      note_absent(e, dest);
       return -FI_EAGAIN;  // as libfabric: the peer has not enabled its endpoint yet
     default:
       if (!e.av || !e.av->lookup(dest)) return -FI_EINVAL;

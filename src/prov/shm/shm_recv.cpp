@@ -166,6 +166,13 @@ const rx_transport rx_answers = {rx_deliver, rx_adopt, rx_discard, rx_source};
 // ------------------------------------------------------------------ arrivals
 arrival handle_message(ep& e, cell* c) noexcept {
   const cell_hdr& h = c->h;
+  if (e.dgram && h.opcode != op::msg) [[unlikely]] {
+    // A fragment stream or rendezvous (an RDM peer's large message): a
+    // datagram endpoint reassembles nothing. Its sender hears why; the
+    // fragments that follow find no assembly and are dropped.
+    send_ack(e, h.src, h.id, FI_EMSGSIZE);
+    return arrival::done;
+  }
   const bool tagged = h.flags & flag_tagged;
   fi_addr_t src = (e.caps & FI_SOURCE) ? src_addr_of(e, h.src) : FI_ADDR_NOTAVAIL;
   auto& list = posted_list(e, tagged);

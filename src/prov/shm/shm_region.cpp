@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -74,6 +75,27 @@ int32_t pid_of_name(const std::string& name) noexcept {
   long pid = strtol(s, &end, 10);
   if (end == s || *end != '.' || pid <= 0 || pid > INT32_MAX) return 0;
   return static_cast<int32_t>(pid);
+}
+
+std::vector<std::string> names_on_host() {
+  // Lines end in the socket's path; an abstract one prints as "@<name>".
+  std::vector<std::string> names;
+  FILE* f = fopen("/proc/net/unix", "re");
+  if (!f) return names;
+  const std::string label = "@" + region_label("");
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    const char* at = strstr(line, label.c_str());
+    if (!at) continue;
+    std::string name(at + label.size());
+    while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+    // Contexts ("#t0", "#r1") are not valid names; a name shows once per
+    // connection peers made to it, too.
+    if (valid_name(name) && std::find(names.begin(), names.end(), name) == names.end())
+      names.push_back(std::move(name));
+  }
+  fclose(f);
+  return names;
 }
 
 // ------------------------------------------------------------------ mappings

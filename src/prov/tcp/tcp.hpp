@@ -30,6 +30,7 @@
 #include "prov/tcp/tcp_conn.hpp"
 #include "prov/tcp/tcp_peers.hpp"
 #include "prov/tcp/tcp_progress.hpp"
+#include "util/absent_peers.hpp"
 #include "util/atomic_ops.hpp"
 #include "util/domain.hpp"
 #include "util/ep.hpp"

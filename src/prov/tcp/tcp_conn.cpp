@@ -123,6 +123,9 @@ void conn::fail(int err, const char* why) noexcept {
   if (state_ == conn_state::closed) return;
   err_ = err;
   why_ = why;
+  unanswered_ = connector_ && state_ == conn_state::wait_challenge && rejected_ == reject_reason::none &&
+                (err == -FI_ECONNREFUSED || err == -FI_ETIMEDOUT || err == -FI_EHOSTUNREACH ||
+                 err == -FI_ENETUNREACH || err == -FI_EHOSTDOWN);
   set_state(conn_state::closed);
   leave_pending();
   fd_.reset();

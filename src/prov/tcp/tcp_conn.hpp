@@ -155,6 +155,9 @@ public:
   reject_reason rejected() const noexcept { return rejected_; }
   int error() const noexcept { return err_; }
   const char* why() const noexcept { return why_; }  // what went wrong, for logs and tests
+  // A connector that failed before the acceptor's first handshake message
+  // because nobody answered at that address (refused, timed out, unreachable).
+  bool unanswered() const noexcept { return unanswered_; }
   int fd() const noexcept { return fd_.get(); }
   conn_owner* owner() const noexcept { return owner_; }
   void set_owner(conn_owner* o) noexcept { owner_ = o; }
@@ -254,6 +257,7 @@ private:
   bool shut_sent_ = false;   // our shutdown frame is written
   bool peer_shut_ = false;   // the peer's shutdown frame arrived
   bool small_read_ = false;  // the last frame was large: read the next header with little after it
+  bool unanswered_ = false;  // see unanswered()
   rx_action act_ = rx_action::discard;
   reject_reason rejected_ = reject_reason::none;
   int err_ = 0;

@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "prov/tcp/tcp.hpp"
 #include "prov/tcp/tcp_part.hpp"
+#include "util/addr.hpp"
 #include "util/ep_ops.hpp"
 #include "util/cntr.hpp"
 #include "util/cq.hpp"
@@ -463,6 +464,16 @@ void ep_owner::on_sent(conn& c, tx_entry& t, int err) noexcept {
   sent(*e, &c, t, err);
 }
 
+// Nobody answered a connection we opened to send: its operations end in
+// error entries; once that has lasted, the warning (absent_peers).
+[[gnu::cold, gnu::noinline]] static void note_absent(ep& e, const conn& c, int err) noexcept {
+  const sock_addr& to = c.peer().addr;
+  char how[96];
+  snprintf(how, sizeof how, "each ended in an error completion: %s", fi_strerror(-err));
+  const fi_addr_t dest = e.whole && e.av ? e.av->find(&to.ss, to.len) : FI_ADDR_NOTAVAIL;
+  note_absent(e, "tcp", dest, [&] { return addr::to_string(FI_SOCKADDR, to.sa(), to.len); }, how);
+}
+
 void ep_owner::on_closed(conn& c, int err) noexcept {
   const int why = err ? err : -FI_ECONNRESET;
   // Our operations that went on it and wait for an answer end in error;
@@ -486,6 +497,8 @@ void ep_owner::on_closed(conn& c, int err) noexcept {
     cm_closed(*e, c, err);
     return;
   }
+  if (c.unanswered()) [[unlikely]]
+    note_absent(*e, c, why);
   e->peers->on_closed(c, err);
 }
 
