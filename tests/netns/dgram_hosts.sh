@@ -8,7 +8,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?build dir}
-tests=$(cd "$build/bin" && pwd)/weft_unit_tests
+tests=$(cd "$build/tests/bin" && pwd)/weft_unit_tests
 [ -x "$tests" ] || { echo "SKIP: $tests not built" >&2; exit 77; }
 export tests
 # Every rank takes its namespace's eth0 address (FI_UDP_IFACE, set by the
