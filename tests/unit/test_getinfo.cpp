@@ -284,6 +284,49 @@ TEST(Getinfo, AddressFormats) {
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, ib.h, &info), -FI_ENODATA);
 }
 
+// FI_SOCKADDR asks for any socket address: the answers name the concrete
+// family (IPv4 unless an IPv6 node or address is given), and providers
+// whose addresses are no sockets (shm's strings) are not among them.
+TEST(Getinfo, AnySockaddrFormat) {
+  NEEDS_TCP();
+  hints_ptr h;
+  h->addr_format = FI_SOCKADDR;
+  info_list l;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head), 0);
+  EXPECT_TRUE(l.providers().count("tcp"));
+  EXPECT_FALSE(l.providers().count("shm")) << "shm's addresses are no sockets";
+  for (fi_info* i = l.head; i; i = i->next) {
+    EXPECT_EQ(i->addr_format, FI_SOCKADDR_IN);
+    ASSERT_NE(i->src_addr, nullptr);
+    EXPECT_EQ(i->src_addrlen, sizeof(sockaddr_in));
+  }
+  info_list v6;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "::1", "4715", 0, h.h, &v6.head), 0);
+  for (fi_info* i = v6.head; i; i = i->next) EXPECT_EQ(i->addr_format, FI_SOCKADDR_IN6);
+  info_list v4;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "4716", 0, h.h, &v4.head), 0);
+  for (fi_info* i = v4.head; i; i = i->next) {
+    EXPECT_EQ(i->addr_format, FI_SOCKADDR_IN);
+    ASSERT_EQ(i->dest_addrlen, sizeof(sockaddr_in));
+    EXPECT_EQ(ntohs(static_cast<sockaddr_in*>(i->dest_addr)->sin_port), 4716);
+  }
+  // A source address given: its family.
+  hints_ptr a;
+  a->addr_format = FI_SOCKADDR;
+  a->fabric_attr->prov_name = strdup("tcp");
+  auto* sin6 = static_cast<sockaddr_in6*>(calloc(1, sizeof(sockaddr_in6)));
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_addr = in6addr_loopback;
+  a->src_addr = sin6;
+  a->src_addrlen = sizeof *sin6;
+  info_list from6;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, a.h, &from6.head), 0);
+  for (fi_info* i = from6.head; i; i = i->next) {
+    EXPECT_EQ(i->addr_format, FI_SOCKADDR_IN6);
+    EXPECT_EQ(i->src_addrlen, sizeof(sockaddr_in6));
+  }
+}
+
 TEST(Getinfo, NodeServiceAndSourceTcp) {
   NEEDS_TCP();
   hints_ptr h;

@@ -156,27 +156,6 @@ fi_ops_cm cm_ops = {sizeof(fi_ops_cm),
                     WEFT_NOSYS(fi_ops_cm, shutdown),
                     WEFT_NOSYS(fi_ops_cm, join)};
 
-// FI_OPT_MIN_MULTI_RECV reaches the parts too: they consume the buffers.
-int (*core_setopt)(fid_t, int, int, const void*, size_t) = nullptr;
-int setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) noexcept {
-  int ret = core_setopt(f, level, optname, optval, optlen);
-  if (ret == 0 && level == FI_OPT_ENDPOINT && optname == FI_OPT_MIN_MULTI_RECV) {
-    ep& e = ep::of(ep_of(reinterpret_cast<fid_ep*>(f)));
-    ep_guard g(e);
-    e.shm->min_multi_recv = e.tcp->min_multi_recv = e.min_multi_recv;
-  }
-  return ret;
-}
-fi_ops_ep* ep_ops_of(const fi_ops_ep* core) {
-  static fi_ops_ep table = [core] {
-    fi_ops_ep t = *core;
-    core_setopt = core->setopt;
-    t.setopt = setopt;
-    return t;
-  }();
-  return &table;
-}
-
 // A part's fi_info: the part's template, with the whole's capabilities,
 // sizes and flags and its part of the address.
 info_ptr part_info(const domain& part, const fi_info& whole, uint64_t drop_caps) {
@@ -231,7 +210,6 @@ int endpoint_open(domain& dom, lnx_domain& ld, fi_info* info, fid_ep** out, void
   e->shm = shm::part::open(*ld.shm, si.get());
   e->tcp = tcp::part::open(*ld.tcp, ti.get());
   e->fid_.cm = &cm_ops;
-  e->fid_.ops = ep_ops_of(e->fid_.ops);
   ops<lnx_transport>::install(*e, ep_role::endpoint);
   dom.users_.add();
   *out = &e.release()->fid_;

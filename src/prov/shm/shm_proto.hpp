@@ -79,6 +79,7 @@ inline constexpr uint32_t flag_read = 1u << 5;            // notify: the RMA was
 inline constexpr uint32_t flag_fetch = 1u << 6;           // atomic: fetch form
 inline constexpr uint32_t flag_compare = 1u << 7;         // atomic: compare form
 inline constexpr uint32_t flag_inline = 1u << 8;          // msg: the payload is in cell_hdr::inl
+inline constexpr uint32_t flag_ack_arrival = 1u << 9;     // msg: op::ack once the receiver took the cell (transmit complete)
 
 // One cell of a receive queue. The header is one cache line; a message of
 // up to inline_max bytes travels inside it (flag_inline), so a small send
