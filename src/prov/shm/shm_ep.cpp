@@ -53,7 +53,6 @@ int enable(endpoint& base) {
   e.cma = cfg.cma;
   e.split_enabled = cfg.split;
   e.map_mr = cfg.map_mr;
-  e.src_cache.assign(peer_chunk, ep::src_entry{});
   e.peer_cap = peer_chunk;
   region_create(e.region, e.name);
   region_init(e.region.base(), e.name, shm_domain::of(*e.dom).region.fd(), e.cma);

@@ -200,16 +200,27 @@ peer* sender_of(ep& e, uint32_t slot) noexcept {
 fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
   if (!e.av || !peer_slot_known(e, slot)) return FI_ADDR_NOTAVAIL;
   peer_slot& s = e.me.peers()[slot];
-  int32_t pid = s.pid.load(std::memory_order_relaxed);
-  if (slot >= e.src_cache.size()) {
+  const int32_t pid = s.pid.load(std::memory_order_relaxed);
+  // This slot's cache entry: inline, in src_more (grown to the table's
+  // size), or, with no memory to grow it, a local one (answered from the AV
+  // each time).
+  ep::src_entry none{};
+  fi_addr_t* cached = &none.addr;
+  int32_t* cached_pid = &none.pid;
+  if (slot < src_inline) {
+    cached = &e.src_cache[slot];
+    cached_pid = &e.src_pid[slot];
+  } else {
+    const size_t i = slot - src_inline;
     try {
-      e.src_cache.resize(e.peer_cap);  // the table grew: one entry per slot it has now
+      if (i >= e.src_more.size()) e.src_more.resize(e.peer_cap - src_inline);
+      cached = &e.src_more[i].addr;
+      cached_pid = &e.src_more[i].pid;
     } catch (...) {
-      // Not cached: answered from the AV each time.
+      // No memory: the local entry, not kept.
     }
   }
-  if (slot < e.src_cache.size() && e.src_cache[slot].addr != FI_ADDR_NOTAVAIL && e.src_cache[slot].pid == pid)
-    return e.src_cache[slot].addr;
+  if (*cached != FI_ADDR_NOTAVAIL && *cached_pid == pid) return *cached;
   char addr[name_max + 16];
   memcpy(addr, shm_prefix, shm_prefix_len);
   size_t plen = shm_prefix_len;
@@ -220,7 +231,10 @@ fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
   size_t len = strlen(addr);
   fi_addr_t a = e.av->find(addr, len + 1);
   if (a == FI_ADDR_NOTAVAIL) a = e.av->find(addr, len);
-  if (a != FI_ADDR_NOTAVAIL && slot < e.src_cache.size()) e.src_cache[slot] = {a, pid};
+  if (a != FI_ADDR_NOTAVAIL) {
+    *cached = a;
+    *cached_pid = pid;
+  }
   return a;
 }
 

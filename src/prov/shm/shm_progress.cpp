@@ -131,8 +131,7 @@ inline bool is_message(const cell_hdr& h) noexcept {
 // Every length and count in a cell came from another process: check them
 // before anything indexes memory with them (a hostile or broken peer gets
 // its cell dropped, never an out-of-bounds access).
-[[gnu::cold, gnu::noinline]] bool cell_sane_slow(ep& e, const cell_hdr& h) noexcept {
-  if (!peer_slot_known(e, h.src)) return false;  // past our peer table, even grown
+[[gnu::cold, gnu::noinline]] bool cell_sane_slow(const cell_hdr& h) noexcept {
   switch (h.opcode) {
     case op::msg:
       return (h.flags & flag_inline) ? h.size <= inline_max : (h.len == h.size && h.size <= inject_max);
@@ -161,9 +160,12 @@ inline bool is_message(const cell_hdr& h) noexcept {
 }
 
 inline bool cell_sane(ep& e, const cell_hdr& h) noexcept {
-  if ((h.flags & flag_inline) && h.opcode == op::msg && h.src < e.peer_cap) [[likely]]
+  // A slot past our peer table (as far as we knew it: senders grow it).
+  if (h.src >= e.peer_cap && !peer_slot_known(e, h.src)) [[unlikely]]
+    return false;
+  if ((h.flags & flag_inline) && h.opcode == op::msg) [[likely]]
     return h.size <= inline_max;
-  return cell_sane_slow(e, h);
+  return cell_sane_slow(h);
 }
 
 // The common case on the hot path: a small message inline in the header,
