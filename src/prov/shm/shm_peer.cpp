@@ -20,8 +20,12 @@ namespace {
 // same dead one cannot both take it (nor take it after one of them has).
 bool take_slot(peer_slot& s, const std::string& name, int32_t dead) noexcept {
   uint32_t expect = dead ? 2u : 0u;
+  const int32_t was = dead;
   if (dead && !s.pid.compare_exchange_strong(dead, -self_pid(), std::memory_order_acq_rel)) return false;
-  if (!s.state.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) return false;
+  if (!s.state.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) {
+    if (was) s.pid.store(was, std::memory_order_relaxed);  // not ours after all (a broken table)
+    return false;
+  }
   s.pid.store(self_pid(), std::memory_order_relaxed);
   memset(s.name, 0, sizeof s.name);
   memcpy(s.name, name.c_str(), std::min(name.size(), name_max - 1));
