@@ -279,8 +279,8 @@ void poll_splits(ep& e) noexcept {
         continue;  // the sender took it just now
       }
     } else if (st == split_sender) {
-      peer_slot& ps = e.me.peers()[s.src_slot];
-      if (!pid_alive(ps.pid)) {  // died while copying: the part may be torn
+      peer_slot& ps = e.me.peers()[s.src_slot];  // a slot cell_sane let in
+      if (!pid_alive(ps.pid.load(std::memory_order_relaxed))) {  // died while copying: the part may be torn
         finish_split(e, s, FI_EIO);
         it = e.splits.erase(it);
         continue;
