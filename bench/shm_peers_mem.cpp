@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "plain_ep.hpp"  // tests/unit
+#include "tool_util.h"
 
 namespace {
 
@@ -254,19 +255,21 @@ void supervise(int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: shm-peers-mem N [N...]\n");
-    return 2;
-  }
+  static const char usage[] =
+      "usage: shm-peers-mem N [N...]      (e.g. 2 256 1024)\n"
+      "For each N, N forked senders each send one 8-byte tagged message to one shm\n"
+      "endpoint; prints how many arrived and the shared memory of the receiver's\n"
+      "region(s) (length and pages allocated). Over Debian's libfabric by default,\n"
+      "over weft with LD_LIBRARY_PATH=build/lib.\n";
+  if (tool_help_asked(argc, argv)) tool_help(usage);
+  if (argc < 2) tool_usage_error("shm-peers-mem", "give at least one count of senders");
   signal(SIGPIPE, SIG_IGN);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   for (int i = 1; i < argc; ++i) {
-    const int n = atoi(argv[i]);
-    if (n <= 0 || n > 100000) {
-      fprintf(stderr, "shm-peers-mem: bad count %s\n", argv[i]);
-      return 2;
-    }
-    supervise(n);
+    long n = 0;
+    if (!tool_parse_long(argv[i], 1, 100000, &n))
+      tool_usage_error("shm-peers-mem", "N must be a number of senders (1 to 100000), not '%s'", argv[i]);
   }
+  for (int i = 1; i < argc; ++i) supervise(atoi(argv[i]));
   return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * What weft's user tools (build/bin: weft-perf, rsm-perf, ucp-perf,
- * mpi-pingpong, cacheline-pingpong, tcp-pingpong) share, in C and C++:
+ * mpi-pingpong, cacheline-pingpong, tcp-pingpong, shm-peers-mem) share, in C and C++:
  *
  *   --help (or -h) prints the usage on stdout and exits 0;
  *   a bad option or argument prints one line on stderr,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's commands run as written: every ```sh block of README.md, in
 # order, in one shell (as a reader would type them, so an `export` carries
-# over), from a copy of the repository root whose build/ is the build under
-# test. A block right after a line "<!-- readme-test: skip (why) -->" is
+# over), in the repository root, whose build/ must be the build under test
+# (the README's make commands configure and build there: run from anywhere
+# else they would point that build at another source tree). A block right after a line "<!-- readme-test: skip (why) -->" is
 # left out, with its reason printed. Each block must succeed (set -e); the
 # first that fails is named with its line and its output shown.
 #   readme.sh BUILD_DIR SOURCE_DIR
@@ -10,17 +11,23 @@ set -uo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 src=$(cd "${2:?source dir}" && pwd)
 [ -e "$build/lib/libfabric.so.1" ] || { echo "SKIP: $build is not built"; exit 77; }
+[ "$(readlink -f "$src/build")" = "$(readlink -f "$build")" ] ||
+  { echo "SKIP: the README's commands use the repository's build/, and this build is $build"; exit 77; }
 
 W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-# The repository root as a reader sees it, with build/ the build under test.
-for f in "$src"/* "$src"/.[!.]*; do
-  [ -e "$f" ] || continue
-  case $(basename "$f") in build | build-* | .git) continue ;; esac
-  ln -s "$f" "$W/$(basename "$f")"
-done
-ln -s "$build" "$W/build"
-
+# The Install section installs the package and into /opt/weft, as a reader
+# would: what this run installed is removed again at the end (an installed
+# plugin is seen by every libfabric program on the machine).
+had_pkg=$(dpkg-query -W -f='${Status}' weft 2>/dev/null | grep -c 'install ok installed')
+had_opt=0; [ -e /opt/weft ] && had_opt=1
+cleanup() {
+  rm -rf "$W"
+  if [ "$had_pkg" = 0 ] && dpkg-query -W -f='${Status}' weft 2>/dev/null | grep -q 'install ok installed'; then
+    dpkg -r weft >/dev/null 2>&1 || echo "readme: could not remove the weft package it installed"
+  fi
+  if [ "$had_opt" = 0 ]; then rm -rf /opt/weft; fi
+}
+trap cleanup EXIT
 # Open MPI refuses root unless told; the README says so in words.
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
@@ -49,7 +56,7 @@ awk '
 n=$(grep -c '^BLOCK=' "$script")
 [ "$n" -gt 0 ] || { echo "FAIL: no shell blocks found in README.md"; exit 1; }
 
-cd "$W"
+cd "$src"
 bash -c "set -e; trap 'echo \"FAIL: the README block at line \$BLOCK failed (exit \$?)\"' ERR; source $script" 2>&1
 rc=$?
 [ $rc = 0 ] && echo "readme: $n blocks ran as written"

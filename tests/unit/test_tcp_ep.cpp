@@ -540,7 +540,7 @@ TEST(TcpCm, ReceivesPostedBeforeTheConnection) {
 TEST(TcpCm, ConnectFromTheSourceAddress) {
   side srv(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
   fi_info* hints = fi_allocinfo();
-  hints->fabric_attr->prov_name = strdup("tcp");
+  hints->fabric_attr->prov_name = strdup(weft_test::prov_name("tcp"));
   hints->ep_attr->type = FI_EP_MSG;
   hints->caps = FI_MSG;
   hints->addr_format = FI_SOCKADDR_IN;
