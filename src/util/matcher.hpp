@@ -94,6 +94,9 @@ struct rx_queues {
   std::list<unexpected> ux_msg, ux_tagged;
   size_t ux_count = 0;
   size_t ux_bytes = 0;
+  // A collective engine posts receives here: messages in its tag space
+  // (util/coll.hpp) match its receives only.
+  bool coll = false;
 };
 
 // Bounds on what waits unexpected: past them the transport leaves arriving

@@ -148,7 +148,7 @@ fi_ops_cm cm_ops = {sizeof(fi_ops_cm),
                     WEFT_NOSYS(fi_ops_cm, accept),
                     WEFT_NOSYS(fi_ops_cm, reject),
                     WEFT_NOSYS(fi_ops_cm, shutdown),
-                    WEFT_NOSYS(fi_ops_cm, join)};
+                    coll_join};  // fi_join_collective (util/coll.hpp)
 
 // FI_OPT_MIN_MULTI_RECV reaches the parts too: they consume the buffers.
 int (*core_setopt)(fid_t, int, int, const void*, size_t) = nullptr;
