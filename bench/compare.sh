@@ -17,6 +17,7 @@
 #          KEY_ROUNDS=5        repeats of each key metric (odd; the median is reported)
 #          KEY_TIME=0.2        weft-perf measuring time of one key-metric run, seconds
 #          TCP_ROUNDS=9        rounds of the tcp key metrics (bench/tcp_targets.sh)
+#          LNX_ROUNDS=5        rounds of the linked provider's (bench/lnx_compare.sh; LNX=0 skips)
 # The "Key metrics" (8-byte tagged latency, 1 MiB tagged bandwidth,
 # 1 MiB RMA write bandwidth; weft vs libfabric shm vs UCX posix/cma) are
 # measured first, KEY_ROUNDS times, the libraries alternating.
@@ -611,6 +612,13 @@ fi
 # The UCP face's rows (ucp-perf over UCX and weft, MPICH ping-pong): UCP=0 skips.
 if [ "${UCP:-1}" != 0 ] && [ -e "$build/lib/libucp.so.0" ]; then
   bash "$root/bench/ucp_compare.sh" "$build" "${UCP_ROUNDS:-3}" | sed '1s/^# /## /' >>"$out/README.md" || note "ucp_compare.sh failed"
+fi
+
+# The linked provider's rows (lnx beside shm and tcp alone, MPI ping-pongs
+# over it beside real UCX): LNX=0 skips.
+if [ "${LNX:-1}" != 0 ]; then
+  bash "$root/bench/lnx_compare.sh" "$build" "${LNX_ROUNDS:-5}" | sed '1s/^# /## /' >>"$out/README.md" ||
+    note "lnx_compare.sh failed"
 fi
 
 # ---------------------------------------------------------------- RSM face

@@ -26,12 +26,14 @@ int main(int argc, char** argv) {
       "Over real UCX by default, over weft's UCP face with LD_LIBRARY_PATH=build/lib.\n";
   /* Arguments are checked before MPI_Init: --help and mistakes need no MPI. */
   long size = 8, iters = 0;
+  /* One source, two programs (mpi-pingpong, mpi-pingpong-openmpi): errors name the one run. */
+  const char* self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
   if (tool_help_asked(argc, argv)) tool_help(usage);
-  if (argc > 3) tool_usage_error("mpi-pingpong", "too many arguments");
+  if (argc > 3) tool_usage_error(self, "too many arguments");
   if (argc > 1 && !tool_parse_long(argv[1], 0, 1L << 30, &size))
-    tool_usage_error("mpi-pingpong", "SIZE must be a number of bytes (0 to 2^30), not '%s'", argv[1]);
+    tool_usage_error(self, "SIZE must be a number of bytes (0 to 2^30), not '%s'", argv[1]);
   if (argc > 2 && !tool_parse_long(argv[2], 1, 1L << 30, &iters))
-    tool_usage_error("mpi-pingpong", "ITERS must be a positive number, not '%s'", argv[2]);
+    tool_usage_error(self, "ITERS must be a positive number, not '%s'", argv[2]);
   if (!iters) iters = size > 65536 ? 2000 : 100000;
   MPI_Init(&argc, &argv);
   int rank;

@@ -245,6 +245,8 @@ void fabric_session::open_common(fi_info* info) {
     max_atomic_count_ = aa.count;
   }
 
+  // --completion: every transmit operation's default completion level.
+  if (cfg_.completion && info->tx_attr) info->tx_attr->op_flags |= completion_levels[cfg_.completion].op_flags;
   check_rc(fi_endpoint(domain_, info, &ep_, nullptr), "fi_endpoint");
   if (av_) check_rc(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
   if (eq_) check_rc(fi_ep_bind(ep_, &eq_->fid, 0), "fi_ep_bind(eq)");
@@ -457,6 +459,7 @@ std::string fabric_session::describe() const {
   s += cfg_.cq_wait ? ", cq wait" : ", cq spin";
   s += cfg_.mem == 1 ? ", mem memfd" : ", mem heap";
   if (cfg_.reuse) s += ", one buffer (--reuse)";
+  if (cfg_.completion) s += std::string(", completion ") + completion_levels[cfg_.completion].name;
   uint64_t mm = mr_mode_;
   s += ", mr_mode [";
   s += mm ? fi_tostr(&mm, FI_TYPE_MR_MODE) : "";

@@ -31,6 +31,14 @@ struct test_desc {
 };
 
 const test_desc* find_test(const std::string& name);
+
+// --completion: the transmit op_flags of each level; index = wire_config::completion.
+struct completion_level {
+  const char* name;
+  uint64_t op_flags;
+};
+inline constexpr completion_level completion_levels[] = {
+    {"default", 0}, {"inject", FI_INJECT_COMPLETE}, {"transmit", FI_TRANSMIT_COMPLETE}, {"delivery", FI_DELIVERY_COMPLETE}};
 const std::vector<test_desc>& all_tests();
 
 // Everything both sides must agree on; the initiator sends it in `hello`.
@@ -45,7 +53,7 @@ struct wire_config {
   uint32_t window;
   uint32_t mem;    // buffers: 0 heap (aligned_alloc), 1 a shared memfd sealed against shrinking
   uint32_t reuse;  // every operation of a window uses slot 0 (one buffer, as ucx_perftest)
-  uint32_t pad;
+  uint32_t completion;  // the sends' default completion level (op_flags): completion_levels[]
   uint64_t max_size;
   double timeout_s;
   char prov[64];

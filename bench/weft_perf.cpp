@@ -50,6 +50,7 @@ struct cli {
   bool inject = true;
   bool memfd = false;
   bool reuse = false;
+  uint32_t completion = 0;  // index into completion_levels
   bool cq_wait = false;
   bool cswap = false;
   bool pin = true;
@@ -87,6 +88,9 @@ const char* usage_text =
     "  --no-inject      never use fi_inject (default: for sizes <= inject_size)\n"
     "  --mem heap|memfd buffers from the heap (default) or from a shared memfd\n"
     "                   sealed against shrinking (memory other processes can map)\n"
+    "  --completion inject|transmit|delivery\n"
+    "                   the sends' completion level (their default op_flags;\n"
+    "                   fi_inject, which completes nothing, is then not used)\n"
     "  --reuse          every operation of a window uses the same buffer, as\n"
     "                   ucx_perftest does (default: one buffer per operation)\n"
     "  --cq spin|wait   busy-poll fi_cq_read (default) or block in fi_cq_sread\n"
@@ -172,7 +176,8 @@ cli parse_args(int argc, char** argv) {
     o_timeout,
     o_src,
     o_mem,
-    o_reuse
+    o_reuse,
+    o_completion
   };
   static const option longopts[] = {
       {"provider", required_argument, nullptr, 'p'},
@@ -199,6 +204,7 @@ cli parse_args(int argc, char** argv) {
       {"src", required_argument, nullptr, o_src},
       {"mem", required_argument, nullptr, o_mem},
       {"reuse", no_argument, nullptr, o_reuse},
+      {"completion", required_argument, nullptr, o_completion},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -285,6 +291,13 @@ cli parse_args(int argc, char** argv) {
       case o_reuse:
         c.reuse = true;
         break;
+      case o_completion: {
+        c.completion = 0;
+        for (uint32_t i = 1; i < std::size(completion_levels); ++i)
+          if (arg == completion_levels[i].name) c.completion = i;
+        if (!c.completion) usage_error("--completion takes inject, transmit or delivery");
+        break;
+      }
       case o_mem:
         if (arg == "heap")
           c.memfd = false;
@@ -491,7 +504,8 @@ wire_config make_config(const cli& c) {
   w.test = uint32_t(c.test - all_tests().data());
   w.ep_msg = c.ep_msg;
   w.check = c.check;
-  w.inject = c.inject;
+  w.inject = c.inject && !c.completion;  // fi_inject would complete nothing
+  w.completion = c.completion;
   w.mem = c.memfd ? 1 : 0;
   w.reuse = c.reuse ? 1 : 0;
   w.cq_wait = c.cq_wait;

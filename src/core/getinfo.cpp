@@ -4,6 +4,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <dlfcn.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -312,10 +313,24 @@ verdict matches(uint32_t version, const fi_info* hints, const fi_info* t, const 
        FI_NAMED_RX_CTX | FI_VARIABLE_MSG | FI_AV_USER_ID) &
       ~t->caps)
     return no_caps;
-  if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != t->addr_format)
+  const bool sockaddr_t = t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6;
+  // FI_SOCKADDR: any socket address; the answer names the concrete family.
+  const bool any_sockaddr = hints->addr_format == FI_SOCKADDR;
+  if (any_sockaddr && !sockaddr_t) return "hints->addr_format";
+  if (!any_sockaddr && hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != t->addr_format)
     return "hints->addr_format";
-  if (hints->addr_format == FI_FORMAT_UNSPEC) {
-    if (node && (t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6)) {
+  if (any_sockaddr) {
+    // The family of an address given decides; else the node's; else IPv4.
+    const void* given = hints->src_addr ? hints->src_addr : hints->dest_addr;
+    const size_t given_len = hints->src_addr ? hints->src_addrlen : hints->dest_addrlen;
+    bool v6 = false;
+    if (given && given_len >= sizeof(sa_family_t))
+      v6 = static_cast<const sockaddr*>(given)->sa_family == AF_INET6;
+    else if (node)
+      v6 = strchr(node, ':') != nullptr;
+    if (v6 != (t->addr_format == FI_SOCKADDR_IN6)) return other_family;
+  } else if (hints->addr_format == FI_FORMAT_UNSPEC) {
+    if (node && sockaddr_t) {
       bool v6 = strchr(node, ':') != nullptr;
       if (v6 != (t->addr_format == FI_SOCKADDR_IN6)) return other_family;
     } else if (t->addr_format == FI_SOCKADDR_IN6 && !hints->src_addr && !hints->dest_addr) {

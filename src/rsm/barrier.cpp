@@ -69,6 +69,7 @@ RSM_API int rsm_memseg_import_open_barrier(rsmapi_barrier_t* barrier) {
     if (b->opened) return RSMERR_BARRIER_OPEN_FAILED;  // already open
     if (im->aborted.load()) return RSMERR_CONN_ABORTED;
     b->opened = true;
+    im->open_barriers++;
     b->errors_at_open = im->errors.load(std::memory_order_acquire);
     b->gen_at_open = im->gen.load(std::memory_order_acquire);
     barrier->gnum = static_cast<uint16_t>(b->gen_at_open);
@@ -85,6 +86,7 @@ RSM_API int rsm_memseg_import_close_barrier(rsmapi_barrier_t* barrier) {
     if (int r = lookup(barrier, &b, &im, &c, &lk)) return r;
     if (!b->opened) return RSMERR_BARRIER_NOT_OPENED;
     b->opened = false;
+    im->open_barriers--;
     if (im->aborted.load()) return RSMERR_CONN_ABORTED;
     if (im->errors.load(std::memory_order_acquire) != b->errors_at_open ||
         im->gen.load(std::memory_order_acquire) != b->gen_at_open)
@@ -121,8 +123,10 @@ RSM_API int rsm_memseg_import_destroy_barrier(rsmapi_barrier_t* barrier) {
         return RSMERR_BARRIER_UNINITIALIZED;
       handle_remove(b->handle);
       void* iobj = nullptr;
-      if (handle_get(b->import_handle, kind::importer, &iobj, nullptr))
+      if (handle_get(b->import_handle, kind::importer, &iobj, nullptr)) {
         static_cast<import_seg*>(iobj)->barriers--;
+        if (b->opened) static_cast<import_seg*>(iobj)->open_barriers--;
+      }
     }
     barrier->privdata = nullptr;
     barrier->seg = nullptr;

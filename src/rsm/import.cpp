@@ -132,6 +132,18 @@ int import_lookup(void* h, import_seg** out, controller** cp) noexcept {
   return RSM_SUCCESS;
 }
 
+bool import_defers(const import_seg* im) noexcept {
+  return im->mode == RSM_BARRIER_MODE_EXPLICIT && im->open_barriers > 0;
+}
+
+int import_refused(import_seg* im, int code) noexcept {
+  if (code != RSM_SUCCESS && code == im->aborted.load(std::memory_order_acquire) && import_defers(im)) {
+    im->errors.fetch_add(1, std::memory_order_relaxed);  // close_barrier answers RSMERR_CONN_ABORTED
+    return RSM_SUCCESS;
+  }
+  return code;
+}
+
 int import_finish(import_seg* im, int fi_err, uint32_t gen_before) noexcept {
   uint32_t gen_after = im->gen.load(std::memory_order_acquire);
   if (!fi_err) {
@@ -142,6 +154,7 @@ int import_finish(import_seg* im, int fi_err, uint32_t gen_before) noexcept {
     return RSM_SUCCESS;
   }
   im->errors.fetch_add(1, std::memory_order_relaxed);
+  if (import_defers(im)) return RSM_SUCCESS;  // close_barrier reports it
   if (im->aborted.load(std::memory_order_acquire)) return RSMERR_CONN_ABORTED;
   if (fi_err == FI_ENOMEM) return RSMERR_INSUFFICIENT_MEM;
   if (fi_err == FI_EACCES && gen_after != gen_before) return RSMERR_BARRIER_FAILURE;  // keys rotated
@@ -165,11 +178,13 @@ int import_transfer(controller* c, import_seg* im, bool write, uint64_t off, voi
 }
 
 int import_check(import_seg* im, off_t offset, size_t len, rsm_permission_t need) noexcept {
-  if (int a = im->aborted.load(std::memory_order_acquire)) return a;
+  // The request's own errors first, then the connection's (which explicit
+  // mode may defer: import_refused).
   if ((im->perm & need) != need) return RSMERR_PERM_DENIED;
   const target* t = im->tgt.load(std::memory_order_acquire);
   if (offset < 0 || static_cast<uint64_t>(offset) >= t->size) return RSMERR_BAD_OFFSET;
   if (len == 0 || len > t->size - static_cast<uint64_t>(offset)) return RSMERR_BAD_LENGTH;
+  if (int a = im->aborted.load(std::memory_order_acquire)) return a;
   if (im->mode == RSM_BARRIER_MODE_IMPLICIT && im->barriers == 0) return RSMERR_BARRIER_UNINITIALIZED;
   return RSM_SUCCESS;
 }
@@ -197,7 +212,8 @@ int access_n(rsm_memseg_import_handle_t h, off_t offset, T* datap, ulong_t rep_c
   size_t len = rep_cnt * sizeof(T);
   std::lock_guard<std::mutex> l(c->data_mtx);
   if (!handle_get(hval(h), kind::importer, nullptr, nullptr)) return RSMERR_BAD_SEG_HNDL;
-  if (int r = import_check(im, offset, len, write ? RSM_PERM_WRITE : RSM_PERM_READ)) return r;
+  if (int r = import_check(im, offset, len, write ? RSM_PERM_WRITE : RSM_PERM_READ))
+    return import_refused(im, r);
   uint32_t gen = im->gen.load(std::memory_order_acquire);
   int e = 0;
   if (sizeof(T) == 1 || !im->swap) {
@@ -227,7 +243,8 @@ int bulk(rsm_memseg_import_handle_t h, off_t offset, void* addr, size_t length, 
   if (!addr) return RSMERR_BAD_ADDR;
   std::lock_guard<std::mutex> l(c->data_mtx);
   if (!handle_get(hval(h), kind::importer, nullptr, nullptr)) return RSMERR_BAD_SEG_HNDL;
-  if (int r = import_check(im, offset, length, write ? RSM_PERM_WRITE : RSM_PERM_READ)) return r;
+  if (int r = import_check(im, offset, length, write ? RSM_PERM_WRITE : RSM_PERM_READ))
+    return import_refused(im, r);
   uint32_t gen = im->gen.load(std::memory_order_acquire);
   int e = import_transfer(c, im, write, static_cast<uint64_t>(offset), addr, length, nullptr);
   return import_finish(im, e, gen);
@@ -286,16 +303,21 @@ int scatter_gather(rsm_scat_gath_t* sg, bool write) {
       }
       result = import_check(im, static_cast<off_t>(v.remote_offset), v.transfer_length,
                             write ? RSM_PERM_WRITE : RSM_PERM_READ);
-      if (result) break;
+      if (result) {
+        result = import_refused(im, result);
+        break;
+      }
       // In list order, each complete before the next starts: what implicit
-      // mode promises, and explicit mode gets the same.
+      // mode promises, and explicit mode gets the same. A failure deferred
+      // to close_barrier stops the list too: io_residual_count tells.
       uint32_t gen = im->gen.load(std::memory_order_acquire);
+      const uint64_t errors = im->errors.load(std::memory_order_relaxed);
       int e = import_transfer(c, im, write, v.remote_offset, local, v.transfer_length, desc);
-      if ((result = import_finish(im, e, gen))) break;
+      if ((result = import_finish(im, e, gen)) || im->errors.load(std::memory_order_relaxed) != errors) break;
       sg->io_residual_count = count - i - 1;
     }
   }
-  if (result == RSM_SUCCESS && (sg->flags & RSM_IMPLICIT_SIGPOST))
+  if (result == RSM_SUCCESS && sg->io_residual_count == 0 && (sg->flags & RSM_IMPLICIT_SIGPOST))
     result = rsm_intr_signal_post(sg->remote_handle, sg->flags & RSM_SIGPOST_NO_ACCUMULATE);
   return result;
 }
@@ -314,7 +336,8 @@ RSM_API int rsm_memseg_import_connect(rsmapi_controller_handle_t controller_h, r
     if (r) return r;
     if (!im_memseg) return RSMERR_BAD_ADDR;
     *im_memseg = nullptr;
-    if (perm & ~static_cast<rsm_permission_t>(RSM_PERM_RDWR)) return RSMERR_PERM_DENIED;
+    // "perm is restricted to" 0400, 0200 and 0600.
+    if (perm != RSM_PERM_READ && perm != RSM_PERM_WRITE && perm != RSM_PERM_RDWR) return RSMERR_PERM_DENIED;
     if (segment_id == 0) return RSMERR_SEG_NOT_PUBLISHED;
     const config& k = cfg();
     {

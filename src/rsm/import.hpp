@@ -13,5 +13,13 @@ int import_transfer(controller* c, import_seg* im, bool write, uint64_t off, voi
                     void* desc) noexcept;
 // A transfer's fi result as the RSMAPI code the caller gets.
 int import_finish(import_seg* im, int fi_err, uint32_t gen_before) noexcept;
+// "After the barrier open and until the barrier close, failures of
+// individual data access operations are not reported": true in explicit
+// mode while a barrier of the import is open (data_mtx held). A failure is
+// then counted for close_barrier and the access answers RSM_SUCCESS.
+bool import_defers(const import_seg* im) noexcept;
+// import_check's answer as the caller gets it: a connection found gone is a
+// failed data access (deferred as above); argument errors are reported.
+int import_refused(import_seg* im, int code) noexcept;
 
 }  // namespace weft::rsm

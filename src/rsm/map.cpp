@@ -138,7 +138,8 @@ int fetch_fd(import_seg* im, int* fd, uint64_t* file_off, int* status) {
   *file_off = r.u64();
   r.u64();
   if (!good || !r.ok() || st != RSM_SUCCESS || *fd < 0) {
-    if (good && r.ok() && st == RSMERR_SEG_NOT_CONNECTED) *status = RSMERR_SEG_NOT_CONNECTED;
+    // The exporter no longer knows the connection: it is lost.
+    if (good && r.ok() && st == RSMERR_SEG_NOT_CONNECTED) *status = RSMERR_CONN_ABORTED;
     if (*fd >= 0) close(*fd);
     *fd = -1;
     close(s);
@@ -169,7 +170,7 @@ RSM_API int rsm_memseg_import_map(rsm_memseg_import_handle_t h, void** address, 
       std::lock_guard<std::mutex> ml(im->map_mtx);
       if (im->map_addr) return RSMERR_SEG_ALREADY_MAPPED;
     }
-    if (im->aborted.load()) return RSMERR_SEG_NOT_CONNECTED;
+    if (im->aborted.load()) return RSMERR_CONN_ABORTED;  // the connection is lost
     // Linux cannot map memory write-only: a mapping reads too.
     if (perm == 0 || (perm & ~static_cast<rsm_permission_t>(RSM_PERM_RDWR)) || !(perm & RSM_PERM_READ) ||
         (perm & ~im->perm))
@@ -177,8 +178,8 @@ RSM_API int rsm_memseg_import_map(rsm_memseg_import_handle_t h, void** address, 
     const target* t = im->tgt.load(std::memory_order_acquire);
     if (length == 0) return RSMERR_BAD_LENGTH;
     if (offset < 0) return RSMERR_BAD_OFFSET;
-    if (static_cast<uint64_t>(offset) >= t->size || length > t->size - static_cast<uint64_t>(offset))
-      return RSMERR_BAD_LENGTH;
+    if (static_cast<uint64_t>(offset) >= t->size) return RSMERR_BAD_OFFSET;  // past the end
+    if (length > t->size - static_cast<uint64_t>(offset)) return RSMERR_BAD_LENGTH;
     if (static_cast<uint64_t>(offset) & (page_size() - 1)) return RSMERR_BAD_MEM_ALIGNMENT;
     if (attr != RSM_MAP_NONE && attr != RSM_MAP_FIXED) return RSMERR_MAP_FAILED;
     if (attr == RSM_MAP_FIXED && (!*address || (reinterpret_cast<uintptr_t>(*address) & (page_size() - 1))))
@@ -207,7 +208,7 @@ RSM_API int rsm_memseg_import_map(rsm_memseg_import_handle_t h, void** address, 
     if (im->aborted.load()) {
       munmap(va, length);  // cut while we asked
       close(sock);
-      return RSMERR_SEG_NOT_CONNECTED;
+      return RSMERR_CONN_ABORTED;
     }
     im->map_addr = va;
     im->map_len = length;

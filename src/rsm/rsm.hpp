@@ -245,7 +245,8 @@ struct import_seg {
   std::atomic<uint32_t> gen{0};                      // bumped by rebind and abort
   std::atomic<uint64_t> errors{0};                   // transfers that failed
   rsm_barrier_mode_t mode = RSM_BARRIER_MODE_IMPLICIT;
-  int barriers = 0;  // initialised, not destroyed
+  int barriers = 0;       // initialised, not destroyed
+  int open_barriers = 0;  // of those, open (data_mtx)
   std::shared_ptr<sigstate> sig;
   // mapping (under map_mtx)
   std::mutex map_mtx;

@@ -220,7 +220,7 @@ void cm_progress(ucp_worker* w) noexcept {
     if (rc == -FI_EAGAIN) return;
     if (rc == -FI_EAVAIL) {
       fi_eq_err_entry err{};
-      if (fi_eq_readerr(w->eq, &err, 0) != 1) return;
+      if (fi_eq_readerr(w->eq, &err, 0) < 0) return;  // the entry's size in bytes on success
       ucp_ep* ep = cm_ep_of(w, err.fid);
       WUCP_LOG(L_DEBUG, "cm: error event %d (%s) for %s", err.err, fi_strerror(err.err), ep ? ep->name : "?");
       if (ep) {

@@ -25,6 +25,17 @@ void grow_pool(ucp_worker* w) {
   }
   w->req_chunks.push_back(std::move(chunk));
 }
+
+// Whether r is one of w's pool requests (an address check: the memory of an
+// application's own request is never read).
+bool req_in_pool(const ucp_worker* w, const request* r) noexcept {
+  const auto a = reinterpret_cast<uintptr_t>(r);
+  for (const auto& c : w->req_chunks) {
+    const uintptr_t base = (reinterpret_cast<uintptr_t>(c.get()) + 15) & ~uintptr_t{15};
+    if (a >= base && a < base + w->req_stride * req_chunk) return (a - base) % w->req_stride == 0;
+  }
+  return false;
+}
 }  // namespace
 
 void req_pool_grow(ucp_worker* w) noexcept {
@@ -38,8 +49,10 @@ request* req_from_param(ucp_worker* w, const ucp_request_param_t* p) noexcept {
   if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_REQUEST)) {
     if (!p->request) return nullptr;
     request* r = request::of(p->request);
+    // One from ucp_request_alloc stays the application's until it frees it.
+    const bool allocated = req_in_pool(w, r) && (r->flags & RF_ALLOCATED);
     new (r) request();  // never used as a provider context (see OP_TRECV_REQ)
-    r->flags = RF_EXTERNAL;
+    r->flags = RF_EXTERNAL | (allocated ? RF_ALLOCATED : 0);
     r->w = w;
     return r;
   }
@@ -291,6 +304,10 @@ UCP_EXPORT void ucp_request_free(void* req) {
     return;
   }
   worker_guard g(w);
+  // A request from ucp_request_alloc is the application's (RF_EXTERNAL: no
+  // operation releases it) until it is freed here; then it is a pool
+  // request like any other.
+  if (r->flags & RF_ALLOCATED) r->flags &= ~(RF_ALLOCATED | RF_EXTERNAL);
   // Freeing an uncompleted request leaves the operation running; the request
   // returns to the pool when it completes.
   r->flags |= RF_RELEASED;
@@ -306,7 +323,12 @@ UCP_EXPORT void* ucp_request_alloc(ucp_worker_h worker) {
   if (!worker) return nullptr;
   worker_guard g(worker);
   request* r = req_alloc(worker);
-  return r ? r->user() : nullptr;
+  if (!r) return nullptr;
+  // Idle (completed, nothing under way) until an operation takes it
+  // through UCP_OP_ATTR_FIELD_REQUEST; returned by ucp_request_free.
+  r->flags = RF_EXTERNAL | RF_ALLOCATED | RF_COMPLETED;
+  r->status = UCS_OK;
+  return r->user();
 }
 
 UCP_EXPORT ucs_status_t ucp_request_query(void* req, ucp_request_attr_t* attr) {

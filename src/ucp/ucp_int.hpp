@@ -119,6 +119,7 @@ enum req_flags : uint16_t {
   RF_EXTERNAL = 4,  // memory of the application (nbr, OP_ATTR_FIELD_REQUEST)
   RF_DEFERRED = 8,  // on the worker's deferred-callback queue
   RF_USER_CB = 16,
+  RF_ALLOCATED = 32,  // from ucp_request_alloc: a pool request only ucp_request_free gives back
   RF_WAIT_ACK = 64,  // completes only when the peer acknowledged (sync send, AM rendezvous)
 };
 enum cb_kind : uint8_t {
@@ -470,6 +471,7 @@ struct ucp_worker {
   uint64_t uuid = 0;
   uint64_t client_id = 0;
   void* user_data = nullptr;
+  bool external_efd = false;  // UCP_WORKER_PARAM_FIELD_EVENT_FD: events go to the application's fd
   std::string name;
   std::vector<std::unique_ptr<wucp::iface>> tps;
   std::vector<uint8_t> address;

@@ -892,10 +892,13 @@ UCP_EXPORT ucs_status_t ucp_worker_create(ucp_context_h context, const ucp_worke
     if (params->field_mask & UCP_WORKER_PARAM_FIELD_EVENT_FD) {
       if (!(context->features & UCP_FEATURE_WAKEUP)) return UCS_ERR_INVALID_PARAM;
       if (!ensure_wakeup(w.get())) return UCS_ERR_IO_ERROR;
+      // The worker's events show on the application's epoll set, with the
+      // worker's user_data as the event's data (ucp.h).
       epoll_event ev{};
       ev.events = EPOLLIN;
-      ev.data.ptr = w.get();
+      ev.data.ptr = w->user_data;
       if (epoll_ctl(params->event_fd, EPOLL_CTL_ADD, w->epfd, &ev)) return UCS_ERR_INVALID_PARAM;
+      w->external_efd = true;
     }
     *worker_p = w.release();
     return UCS_OK;
@@ -1020,6 +1023,7 @@ UCP_EXPORT ucs_status_t ucp_worker_address_query(ucp_address_t* address, ucp_wor
 UCP_EXPORT ucs_status_t ucp_worker_get_efd(ucp_worker_h w, int* fd) {
   if (!w || !fd) return UCS_ERR_INVALID_PARAM;
   if (!(w->ctx->features & UCP_FEATURE_WAKEUP)) return UCS_ERR_UNSUPPORTED;
+  if (w->external_efd) return UCS_ERR_UNSUPPORTED;  // "calling ucp_worker_get_efd will result in an error"
   worker_guard g(w);
   if (!ensure_wakeup(w)) return UCS_ERR_IO_ERROR;
   *fd = w->epfd;

@@ -10,6 +10,10 @@
 // * Freed indices are reused lowest first ("the lowest index that corresponds
 //   to an unused table location").
 // * Duplicates are not detected: each insert takes a new slot.
+// * fi_av_insert with a NULL addr inserts `count` "any" entries (0.0.0.0's
+//   meaning, man fi_av): no bytes (fi_av_lookup says length 0). A directed
+//   receive from one accepts every sender (util/rx.hpp); nothing can be sent
+//   to one (-FI_EINVAL, as for an address not in the AV): there is no peer.
 // * FI_ADDR_STR addresses to fi_av_insert are packed NUL-terminated strings
 //   one after another (as libfabric's shm provider reads them), each at most
 //   the domain's addrlen bytes with its NUL and starting with "fi_<prov>://".
@@ -428,7 +432,7 @@ int av::insert_one(const void* addr, size_t len, uint64_t user_id, bool use_user
   }
   if (dom_->pd)
     if (int err = dom_->pd->av_filled(*this, idx, addr, len)) return err;
-  if (priv_) priv_->rev.try_emplace(std::string(static_cast<const char*>(addr), len), idx);
+  if (priv_ && len) priv_->rev.try_emplace(std::string(static_cast<const char*>(addr), len), idx);
   slot_hdr* s = slot_at(idx);
   std::memcpy(s + 1, addr, len);
   s->len = uint32_t(len);
@@ -602,7 +606,12 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
     if (!is_class(&f->fid, FI_CLASS_AV)) return -FI_EINVAL;
     av& a = *av::of(f);
     if (int rc = check_insert(a, count, fi_addr, flags, context)) return rc;
-    if (!addr && count) return -FI_EINVAL;
+    if (!addr) {
+      // "A NULL value for an address may be used to indicate that an entry
+      // should be associated with 'any' address": entries of no bytes.
+      return commit(
+          a, count, [](size_t) { return candidate{"", 0, 0}; }, fi_addr, flags, context);
+    }
     const auto* cursor = static_cast<const unsigned char*>(addr);
     return commit(
         a, count, [&](size_t) { return parse_one(a, cursor); }, fi_addr, flags, context);

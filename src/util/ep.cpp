@@ -180,15 +180,26 @@ int enable(endpoint& e) {
   // Connected endpoints (FI_EP_MSG) address their one peer without an AV.
   const bool connected = e.info && e.info->ep_attr && e.info->ep_attr->type == FI_EP_MSG;
   if (!e.av && !connected) return -FI_ENOAV;
-  if (e.shared_rx && !e.shared_rx->av) {
+  if (e.shared_rx && !e.shared_rx->av && e.av) {  // a connected endpoint has no AV to lend it
     e.shared_rx->av = e.av;
     e.av->add_user();
   }
-  bool tx = e.role != ep_role::rx_ctx && (e.caps & (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC));
-  if (tx && !e.tx_cq && !e.cntr_send && !e.cntr_read && !e.cntr_write) return -FI_ENOCQ;
-  bool rx = e.role != ep_role::tx_ctx && (e.caps & (FI_MSG | FI_TAGGED)) &&
-            (e.caps & FI_RECV || !(e.caps & FI_SEND));
-  if (rx && !e.rx_cq && !e.cntr_recv) return -FI_ENOCQ;
+  // "All active endpoints must be bound to completion queues": counters
+  // alone do not make an endpoint that may transmit or receive enableable
+  // (Debian's libfabric refuses them too).
+  // A direction is needed when a capability asks for it (FI_MSG with
+  // FI_SEND, FI_RMA with FI_READ ...) or names no direction at all.
+  auto needs = [&](uint64_t kinds, uint64_t mine, uint64_t theirs) {
+    return (e.caps & kinds) && ((e.caps & mine) || !(e.caps & theirs));
+  };
+  const bool tx = e.role != ep_role::rx_ctx &&
+                  (needs(FI_MSG | FI_TAGGED, FI_SEND, FI_RECV) ||
+                   needs(FI_RMA | FI_ATOMIC, FI_READ | FI_WRITE, FI_REMOTE_READ | FI_REMOTE_WRITE));
+  if (tx && !e.tx_cq) return -FI_ENOCQ;
+  const bool rx = e.role != ep_role::tx_ctx && needs(FI_MSG | FI_TAGGED, FI_RECV, FI_SEND);
+  if (rx && !e.rx_cq) return -FI_ENOCQ;
+  // "Passive and connection-oriented endpoints must be bound to an event queue."
+  if (connected && !e.eq) return -FI_ENOEQ;
   if (int ret = e.tops->enable(e)) return ret;
   e.enabled = true;
   if (e.dom->data_progress == FI_PROGRESS_AUTO) {
@@ -268,42 +279,26 @@ ssize_t ep_cancel(fid_t f, void* context) noexcept {
   return cancel_recv(e, context);
 }
 
-int size_option(void* optval, size_t* optlen, size_t value) noexcept {
-  if (*optlen < sizeof(size_t)) {
-    *optlen = sizeof(size_t);
-    return -FI_ETOOSMALL;
-  }
-  *static_cast<size_t*>(optval) = value;
-  *optlen = sizeof(size_t);
-  return 0;
+opt_target opt_target_of(endpoint& e) noexcept {
+  opt_target t;
+  // Receives posted to an endpoint bound to a shared receive context go to
+  // the shared context's queues, and take its minimum.
+  if (e.role != ep_role::tx_ctx) t.min_multi_recv = &e.rx->min_multi_recv;
+  t.has_cm_data = e.role == ep_role::endpoint;
+  t.cm_data_size = e.tops->cm_data_size;
+  return t;
 }
 
 int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) noexcept {
   endpoint& e = ep_of(reinterpret_cast<fid_ep*>(f));
-  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  if (!optval || !optlen) return -FI_EINVAL;
-  switch (optname) {
-    case FI_OPT_MIN_MULTI_RECV:
-      return size_option(optval, optlen, e.min_multi_recv);
-    case FI_OPT_CM_DATA_SIZE:
-      return size_option(optval, optlen, e.tops->cm_data_size);
-    default:
-      return -FI_ENOPROTOOPT;
-  }
+  ep_guard g(e);
+  return opt_get(opt_target_of(e), level, optname, optval, optlen);
 }
 
 int ep_setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) noexcept {
   endpoint& e = ep_of(reinterpret_cast<fid_ep*>(f));
-  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
-  if (!optval) return -FI_EINVAL;
-  switch (optname) {
-    case FI_OPT_MIN_MULTI_RECV:
-      if (optlen != sizeof(size_t)) return -FI_EINVAL;
-      e.min_multi_recv = *static_cast<const size_t*>(optval);
-      return 0;
-    default:
-      return -FI_ENOPROTOOPT;
-  }
+  ep_guard g(e);
+  return opt_set(opt_target_of(e), level, optname, optval, optlen);
 }
 
 fi_ops_ep ep_ops = {sizeof(fi_ops_ep),
@@ -388,6 +383,51 @@ void endpoint_init(endpoint& e, domain& dom, const fi_info* info, void* context,
   e.fid_.collective = &coll_ops_none;
 }
 
+namespace {
+int size_option(void* optval, size_t* optlen, size_t value) noexcept {
+  if (*optlen < sizeof(size_t)) {
+    *optlen = sizeof(size_t);
+    return -FI_ETOOSMALL;
+  }
+  *static_cast<size_t*>(optval) = value;
+  *optlen = sizeof(size_t);
+  return 0;
+}
+}  // namespace
+
+int opt_get(const opt_target& t, int level, int optname, void* optval, size_t* optlen) noexcept {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (!optval || !optlen) return -FI_EINVAL;
+  switch (optname) {
+    case FI_OPT_MIN_MULTI_RECV:
+      if (!t.min_multi_recv) return -FI_ENOPROTOOPT;
+      return size_option(optval, optlen, *t.min_multi_recv);
+    case FI_OPT_CM_DATA_SIZE:
+      if (!t.has_cm_data) return -FI_ENOPROTOOPT;
+      return size_option(optval, optlen, t.cm_data_size);
+    case FI_OPT_XPU_TRIGGER:
+      return -FI_EOPNOTSUPP;  // no device triggers operations here (man fi_endpoint)
+    default:
+      // FI_OPT_BUFFERED_MIN/LIMIT (no FI_BUFFERED_RECV mode), FI_OPT_FI_HMEM_P2P
+      // (no FI_HMEM), the buffer and queue sizes the header names: none apply.
+      return -FI_ENOPROTOOPT;
+  }
+}
+
+int opt_set(const opt_target& t, int level, int optname, const void* optval, size_t optlen) noexcept {
+  if (level != FI_OPT_ENDPOINT) return -FI_ENOPROTOOPT;
+  if (!optval) return -FI_EINVAL;
+  switch (optname) {
+    case FI_OPT_MIN_MULTI_RECV:
+      if (!t.min_multi_recv) return -FI_ENOPROTOOPT;
+      if (optlen != sizeof(size_t)) return -FI_EINVAL;
+      *t.min_multi_recv = *static_cast<const size_t*>(optval);
+      return 0;
+    default:  // FI_OPT_CM_DATA_SIZE is read only; FI_OPT_XPU_TRIGGER is for fi_getopt only
+      return -FI_ENOPROTOOPT;
+  }
+}
+
 void ux_drop_owned(endpoint& e) noexcept {
   for (bool tagged : {false, true}) {
     auto& list = ux_list(e, tagged);
@@ -430,7 +470,6 @@ void endpoint_share(endpoint& part, endpoint& whole, av* part_av) {
   part.rx = whole.rx;
   part.lock = whole.lock;
   part.whole = &whole;
-  part.min_multi_recv = whole.min_multi_recv;
 }
 
 bool is_endpoint(const fid* f) noexcept {

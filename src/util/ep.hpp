@@ -103,7 +103,6 @@ struct endpoint {
   uint64_t tx_op_flags = 0;
   uint64_t rx_op_flags = 0;
   size_t inject_size = 0;
-  size_t min_multi_recv = 64;
   bool enabled = false;
   // Locking is chosen once at open from the threading level (see
   // endpoint_init): FI_THREAD_SAFE or auto progress take the lock.
@@ -216,6 +215,20 @@ bool endpoint_arm(void* arg) noexcept;
 // are left alone. Returns how many wait objects took (gave up) the fd.
 int ep_watch_fd(endpoint& e, int fd, bool add) noexcept;
 
+// ------------------------------------------------------------------ options
+// What an object answers to fi_getopt / fi_setopt at FI_OPT_ENDPOINT
+// (docs/design.md, "Endpoint options"): FI_OPT_MIN_MULTI_RECV where
+// receives are posted, FI_OPT_CM_DATA_SIZE (read only) where an address
+// is, FI_OPT_XPU_TRIGGER -FI_EOPNOTSUPP; every other option, and every
+// other level, -FI_ENOPROTOOPT.
+struct opt_target {
+  size_t* min_multi_recv = nullptr;  // nullptr: no receives are posted here
+  bool has_cm_data = false;
+  size_t cm_data_size = 0;
+};
+int opt_get(const opt_target& t, int level, int optname, void* optval, size_t* optlen) noexcept;
+int opt_set(const opt_target& t, int level, int optname, const void* optval, size_t optlen) noexcept;
+
 // ------------------------------------------------------------------ endpoints made of endpoints
 // A provider made of other providers (the linked provider) gives each part
 // endpoint, before enabling it, the bindings of the whole: its CQs and
@@ -264,11 +277,18 @@ struct sep {
   weft::av* av = nullptr;
   fid_eq* eq = nullptr;
   std::vector<endpoint*> tx, rx;  // open contexts by index
+  // With one transmit (receive) context, operations may be posted to the
+  // scalable endpoint itself: binding a CQ or counter to it opens that
+  // context for the application (closed with the scalable endpoint).
+  endpoint* implicit_tx = nullptr;
+  endpoint* implicit_rx = nullptr;
   bool enabled = false;
+  size_t min_multi_recv = 64;  // FI_OPT_MIN_MULTI_RECV of its receive contexts
   std::mutex ctl;
   void* prov = nullptr;  // the transport's state (its name, say)
   static sep* of(fid* f) noexcept { return from_fid<sep>(f); }
-  bool has_contexts() const noexcept;
+  bool has_contexts() const noexcept;           // any, implicit ones too
+  bool has_opened_contexts() const noexcept;    // ones the application opened
 };
 // fi_scalable_ep for a transport; the counts come from info->ep_attr.
 // inject_max bounds a transmit context's inject_size. Returns 0 or -FI_E*.

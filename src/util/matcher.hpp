@@ -94,6 +94,8 @@ struct rx_queues {
   std::list<unexpected> ux_msg, ux_tagged;
   size_t ux_count = 0;
   size_t ux_bytes = 0;
+  // FI_OPT_MIN_MULTI_RECV of the receives posted to these queues.
+  size_t min_multi_recv = 64;
   // A collective engine posts receives here: messages in its tag space
   // (util/coll.hpp) match its receives only.
   bool coll = false;

@@ -37,7 +37,7 @@ void deliver(posted_recv& r, unexpected& u, bool discard) {
   const size_t n = discard ? 0 : std::min<uint64_t>(u.size, l.room);
   if (r.flags & FI_MULTI_RECV) {
     r.multi_off += n;
-    if (r.iov[0].iov_len - r.multi_off < e.min_multi_recv) cq_flags |= FI_MULTI_RECV;
+    if (r.iov[0].iov_len - r.multi_off < e.rx->min_multi_recv) cq_flags |= FI_MULTI_RECV;
   }
   int err = 0;
   if (discard) {
@@ -108,7 +108,7 @@ ssize_t post_recv_slow(endpoint& e, const posted_recv& posted) noexcept {
       }
       deliver(r, *it, false);
       ux_drop(e, ux, it);
-      if (!(r.flags & FI_MULTI_RECV) || r.iov[0].iov_len - r.multi_off < e.min_multi_recv) return 0;
+      if (!(r.flags & FI_MULTI_RECV) || r.iov[0].iov_len - r.multi_off < e.rx->min_multi_recv) return 0;
       it = next;
     }
     recv_push(e, posted_list(e, r.tagged), r);
@@ -122,7 +122,7 @@ uint64_t consume_taken(endpoint& e, const posted_recv& r, size_t used) {
   if (!(r.flags & FI_MULTI_RECV)) return 0;
   posted_recv rest = r;
   rest.multi_off += used;
-  if (rest.iov[0].iov_len - rest.multi_off < e.min_multi_recv) return FI_MULTI_RECV;
+  if (rest.iov[0].iov_len - rest.multi_off < e.rx->min_multi_recv) return FI_MULTI_RECV;
   recv_push(e, posted_list(e, r.tagged), rest);
   return 0;
 }

@@ -73,7 +73,7 @@ inline uint64_t consume(endpoint& e, std::list<posted_recv>& list, std::list<pos
     return 0;
   }
   it->multi_off += used;
-  if (it->iov[0].iov_len - it->multi_off >= e.min_multi_recv) return 0;
+  if (it->iov[0].iov_len - it->multi_off >= e.rx->min_multi_recv) return 0;
   recv_drop(e, list, it);
   return FI_MULTI_RECV;
 }
@@ -108,8 +108,11 @@ inline ssize_t post_recv(endpoint& e, const iovec* iov, size_t count, fi_addr_t 
     return -FI_EINVAL;
   // The source address only matters for directed receives.
   if (!(e.caps & FI_DIRECTED_RECV)) src = FI_ADDR_UNSPEC;
-  if (src != FI_ADDR_UNSPEC && e.av && !e.av->lookup(src)) [[unlikely]]
-    return -FI_EINVAL;
+  if (src != FI_ADDR_UNSPEC && e.av) [[unlikely]] {
+    size_t len = 0;
+    if (!e.av->lookup(src, &len)) return -FI_EINVAL;
+    if (!len) src = FI_ADDR_UNSPEC;  // an "any" entry (fi_av_insert of NULL): every sender
+  }
   ep_guard g(e);
   auto& ux = ux_list(e, Tagged);
   auto& spare = e.rx->free_recvs;

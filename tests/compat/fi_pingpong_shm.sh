@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Debian's real fi_pingpong over weft's shm provider (LD_LIBRARY_PATH only,
+# Debian's real fi_pingpong over weft's shm provider (or WEFT_PINGPONG_PROV's:
+# fi_pingpong_lnx.sh runs it over the linked provider) (LD_LIBRARY_PATH only,
 # or as a plugin, or through an installed `weft run`: tests/lib/via.sh):
 # rdm endpoints, msg and tagged modes, every size, data checks on.
 #   fi_pingpong_shm.sh BUILD [VIA]
@@ -9,7 +10,7 @@ command -v fi_pingpong >/dev/null || { echo "fi_pingpong missing: install libfab
 . "$(dirname "$0")/../lib/ports.sh"
 . "$(dirname "$0")/../lib/via.sh"
 via_setup "${2:-}" "$build"
-prov=${prov_prefix}shm
+prov=${prov_prefix}${WEFT_PINGPONG_PROV:-shm}
 echo "fi_pingpong -p $prov over $via_name"
 iters=${WEFT_PINGPONG_ITERS:-20}
 # weft's shm creates no file under /dev/shm (its regions are anonymous memfds).

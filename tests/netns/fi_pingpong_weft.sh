@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Debian's fi_pingpong over weft (LD_LIBRARY_PATH only) between two network
 # namespaces, every size, data checked: tcp's RDM and MSG endpoints in msg
-# and tagged modes, and udp's datagram endpoints (`-e dgram`, every size up
+# and tagged modes, the linked provider's RDM endpoints in both, and udp's datagram endpoints (`-e dgram`, every size up
 # to max_msg_size, then max_msg_size itself). SKIPs (77) where namespaces
 # cannot be made.
 set -uo pipefail
@@ -48,6 +48,10 @@ all() {
   for ep in rdm msg; do
     for mode in msg tagged; do run 6m FI_TCP_IFACE=eth0 FI_TCP_IFACE=eth0 -p tcp -e "$ep" -m "$mode" -S all || fail=1; done
   done
+  # The linked provider: no variable needed (it offers the hosts' eth0 and
+  # no loopback); the client names the server by node and service (tcp),
+  # then fi_pingpong inserts the server's full address: tcp across hosts.
+  for mode in msg tagged; do run 6m "" "" -p lnx -e rdm -m "$mode" -S all || fail=1; done
   # udp: the server takes eth0's address; the client, given the server's,
   # the address its route leaves from. max_msg_size 1448 on a 1500-byte MTU.
   run 1k FI_UDP_IFACE=eth0 "" -p udp -e dgram -S all || fail=1

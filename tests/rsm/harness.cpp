@@ -228,6 +228,14 @@ void fill_pattern(void* p, size_t n, uint32_t seed) {
   }
 }
 
+rsm_memseg_import_handle_t import_first(rsmapi_controller_handle_t ctl, rsmapi_barrier_t* bar) {
+  wait_step(0, 1);
+  rsm_memseg_import_handle_t im = nullptr;
+  REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_RDWR, &im), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_init_barrier(im, RSM_BAR_DEFAULT, bar), RSM_SUCCESS);
+  return im;
+}
+
 rsm_memseg_export_handle_t export_one(rsmapi_controller_handle_t ctl, void** mem, size_t size, uint32_t seed,
                                       int slot, rsmapi_access_entry_t* acl, uint_t nacl, bool shareable,
                                       uint_t flags) {

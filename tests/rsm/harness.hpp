@@ -93,5 +93,8 @@ rsm_memseg_export_handle_t export_one(rsmapi_controller_handle_t ctl, void** mem
                                       int slot, rsmapi_access_entry_t* acl = nullptr, uint_t nacl = 0,
                                       bool shareable = false, uint_t flags = 0);
 bool check_pattern(const void* p, size_t n, uint32_t seed);
+// Waits for step 0, connects read/write to the segment whose id is in
+// sh->u32[0] on this node and initialises a barrier on it.
+rsm_memseg_import_handle_t import_first(rsmapi_controller_handle_t ctl, rsmapi_barrier_t* bar);
 
 }  // namespace rsmt

@@ -32,11 +32,8 @@ RSM_CHILD(doomed_exporter) {
 
 RSM_CHILD(orphan_importer) {
   auto ctl = open_ctl();
-  wait_step(0, 1);
-  rsm_memseg_import_handle_t im;
-  REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_RDWR, &im), RSM_SUCCESS);
-  rsmapi_barrier_t bar;
-  REQ_EQ(rsm_memseg_import_init_barrier(im, RSM_BAR_DEFAULT, &bar), RSM_SUCCESS);
+  rsmapi_barrier_t bar{};
+  rsm_memseg_import_handle_t im = import_first(ctl, &bar);
   uint64_t v = 42;
   REQ_EQ(rsm_memseg_import_put64(im, 0, &v, 1), RSM_SUCCESS);
   REQ_EQ(rsm_memseg_import_open_barrier(&bar), RSM_SUCCESS);
@@ -61,7 +58,7 @@ RSM_CHILD(orphan_importer) {
   REQ_EQ(rsm_memseg_import_close_barrier(&bar), RSMERR_CONN_ABORTED);
   REQ_EQ(rsm_memseg_import_open_barrier(&bar), RSMERR_CONN_ABORTED);
   void* addr = nullptr;
-  REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_READ, 0, 4096), RSMERR_SEG_NOT_CONNECTED);
+  REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_READ, 0, 4096), RSMERR_CONN_ABORTED);
   // Nothing is published under that id any more.
   rsm_memseg_import_handle_t again;
   REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_READ, &again),

@@ -121,6 +121,83 @@ TEST(RsmBarrier, FailureAndRetry) {
   RUN_ACTORS(60, spawn("bar_exporter"), spawn("bar_importer"));
 }
 
+// "After the barrier open and until the barrier close, failures of
+// individual data access operations are not reported": in explicit mode,
+// transfers on a connection the exporter cut answer RSM_SUCCESS while a
+// barrier is open (putv leaves its residual count), and close_barrier
+// reports the failure; with no barrier open, and in implicit mode, the
+// transfer itself does.
+RSM_CHILD(defer_exporter) {
+  auto ctl = open_ctl();
+  void* mem = nullptr;
+  rsm_memseg_export_handle_t ex = export_one(ctl, &mem, 8192, 3, 0);
+  set_step(0, 1);
+  wait_step(1, 1);  // the importer opened its barrier and wrote
+  REQ(check_pattern(mem, 64, 8));  // its write landed
+  REQ_EQ(rsm_memseg_export_unpublish(ex), RSM_SUCCESS);
+  set_step(2, 1);
+  wait_step(3, 1);
+  REQ_EQ(rsm_memseg_export_destroy(ex), RSM_SUCCESS);
+  return 0;
+}
+
+RSM_CHILD(defer_importer) {
+  auto ctl = open_ctl();
+  wait_step(0, 1);
+  rsm_memseg_import_handle_t im;
+  REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_RDWR, &im), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_set_mode(im, RSM_BARRIER_MODE_EXPLICIT), RSM_SUCCESS);
+  rsmapi_barrier_t bar{};
+  REQ_EQ(rsm_memseg_import_init_barrier(im, RSM_BAR_DEFAULT, &bar), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_open_barrier(&bar), RSM_SUCCESS);
+  uint8_t data[64];
+  fill_pattern(data, sizeof data, 8);
+  REQ_EQ(rsm_memseg_import_put(im, 0, data, sizeof data), RSM_SUCCESS);
+  set_step(1, 1);
+  wait_step(2, 1);
+  // The cut reaches us: order_barrier (a barrier call) says so.
+  int r = RSM_SUCCESS;
+  for (int i = 0; i < 5000 && r == RSM_SUCCESS; i++) {
+    r = rsm_memseg_import_order_barrier(&bar);
+    if (r == RSM_SUCCESS) usleep(1000);
+  }
+  REQ_EQ(r, RSMERR_CONN_ABORTED);
+  // Inside the open barrier: not reported by the accesses.
+  uint64_t v = 5;
+  REQ_EQ(rsm_memseg_import_put64(im, 8, &v, 1), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_get(im, 0, data, sizeof data), RSM_SUCCESS);
+  rsm_iovec_t iov[2] = {};
+  for (auto& e : iov) {
+    e.io_type = RSM_VA_TYPE;
+    e.local.vaddr = reinterpret_cast<caddr_t>(data);
+    e.transfer_length = 8;
+  }
+  rsm_scat_gath_t sg{};
+  sg.io_request_count = 2;
+  sg.remote_handle = im;
+  sg.iovec = iov;
+  REQ_EQ(rsm_memseg_import_putv(&sg), RSM_SUCCESS);
+  REQ_EQ(sg.io_residual_count, 2u);  // neither entry completed
+  // Argument errors are no data access: they are reported at once.
+  REQ_EQ(rsm_memseg_import_put(im, 8192, data, 8), RSMERR_BAD_OFFSET);
+  REQ_EQ(rsm_memseg_import_put(im, 0, nullptr, 8), RSMERR_BAD_ADDR);
+  // The close reports them.
+  REQ_EQ(rsm_memseg_import_close_barrier(&bar), RSMERR_CONN_ABORTED);
+  // No barrier open: the access reports its own failure.
+  REQ_EQ(rsm_memseg_import_put64(im, 8, &v, 1), RSMERR_CONN_ABORTED);
+  REQ_EQ(rsm_memseg_import_set_mode(im, RSM_BARRIER_MODE_IMPLICIT), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_get(im, 0, data, 8), RSMERR_CONN_ABORTED);
+  REQ_EQ(rsm_memseg_import_destroy_barrier(&bar), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_disconnect(im), RSM_SUCCESS);
+  set_step(3, 1);
+  return 0;
+}
+
+TEST(RsmBarrier, ExplicitModeReportsFailuresAtClose) {
+  new_shared();
+  RUN_ACTORS(60, spawn("defer_exporter"), spawn("defer_importer"));
+}
+
 // ---------------------------------------------------------------- signals
 
 RSM_CHILD(sig_exporter) {
@@ -194,7 +271,7 @@ RSM_CHILD(sig_importer) {
   wait_step(0, 1);
   rsm_memseg_import_handle_t im, im2;
   REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_READ, &im), RSM_SUCCESS);
-  REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_NONE, &im2), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_READ, &im2), RSM_SUCCESS);
   REQ_EQ(rsm_intr_signal_post(im, 0x40), RSMERR_BAD_MODE);
   for (int i = 0; i < 3; i++) REQ_EQ(rsm_intr_signal_post(im, 0), RSM_SUCCESS);
   set_step(1, 1);

@@ -29,6 +29,18 @@ std::string prot_of(const void* addr) {
   return "";
 }
 
+// The [start, end) of the mapping holding addr (0, 0 if none).
+std::pair<uintptr_t, uintptr_t> range_of(const void* addr) {
+  std::ifstream f("/proc/self/maps");
+  std::string line;
+  auto a = reinterpret_cast<uintptr_t>(addr);
+  while (std::getline(f, line)) {
+    unsigned long s, e;
+    if (sscanf(line.c_str(), "%lx-%lx", &s, &e) == 2 && a >= s && a < e) return {s, e};
+  }
+  return {0, 0};
+}
+
 }  // namespace
 
 RSM_CHILD(map_exporter) {
@@ -93,6 +105,8 @@ RSM_CHILD(map_importer) {
   REQ_EQ(rsm_memseg_import_map(ro, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, seg_size), RSMERR_BAD_PERMS);
   REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 0, 0), RSMERR_BAD_LENGTH);
   REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 4096, seg_size), RSMERR_BAD_LENGTH);
+  REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, seg_size, 4096), RSMERR_BAD_OFFSET);
+  REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 2 * seg_size, 4096), RSMERR_BAD_OFFSET);
   REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 100, 4096), RSMERR_BAD_MEM_ALIGNMENT);
   void* odd = reinterpret_cast<void*>(0x10000123);
   REQ_EQ(rsm_memseg_import_map(im, &odd, RSM_MAP_FIXED, RSM_PERM_RDWR, 0, 4096), RSMERR_BAD_MEM_ALIGNMENT);
@@ -152,7 +166,7 @@ RSM_CHILD(map_importer) {
   memset(p + 16384, 0xee, 4096);
   void* other = nullptr;
   REQ_EQ(rsm_memseg_import_unmap(im), RSM_SUCCESS);
-  REQ_EQ(rsm_memseg_import_map(im, &other, RSM_MAP_NONE, RSM_PERM_READ, 0, 4096), RSMERR_SEG_NOT_CONNECTED);
+  REQ_EQ(rsm_memseg_import_map(im, &other, RSM_MAP_NONE, RSM_PERM_READ, 0, 4096), RSMERR_CONN_ABORTED);
   uint8_t b;
   REQ_EQ(rsm_memseg_import_get8(im, 0, &b, 1), RSMERR_CONN_ABORTED);
   set_step(7, 1);
@@ -165,4 +179,70 @@ RSM_CHILD(map_importer) {
 TEST(RsmMap, LoadStore) {
   new_shared();
   RUN_ACTORS(60, spawn("map_exporter"), spawn("map_importer"));
+}
+
+// A partial mapping: 8 KiB from offset 16 KiB of a 64 KiB segment. Stores
+// through it land at that offset and nowhere else, the exporter's stores
+// there are seen at the mapping's start, the mapping is exactly that long,
+// and after a rebind it shows the same part of the new memory.
+RSM_CHILD(pmap_exporter) {
+  auto ctl = open_ctl();
+  auto* m1 = static_cast<uint8_t*>(alloc_pages(seg_size, true));
+  auto* m2 = static_cast<uint8_t*>(alloc_pages(seg_size, true));
+  fill_pattern(m1, seg_size, 1);
+  fill_pattern(m2, seg_size, 2);
+  rsm_memseg_export_handle_t ex;
+  REQ_EQ(rsm_memseg_export_create(ctl, &ex, m1, seg_size, RSM_ALLOW_REBIND), RSM_SUCCESS);
+  rsm_memseg_id_t id = 0;
+  REQ_EQ(rsm_memseg_export_publish(ex, &id, nullptr, 0), RSM_SUCCESS);
+  sh->u32[0] = id;
+  set_step(0, 1);
+  wait_step(1, 1);  // the importer stored 100 bytes at its mapping's start
+  std::vector<uint8_t> want(seg_size);
+  fill_pattern(want.data(), seg_size, 1);
+  fill_pattern(want.data() + 16384, 100, 5);
+  REQ(memcmp(m1, want.data(), seg_size) == 0);  // there, and nowhere else
+  fill_pattern(m1 + 16384 + 4096, 64, 6);       // seen at mapping + 4096
+  set_step(2, 1);
+  wait_step(3, 1);
+  REQ_EQ(rsm_memseg_export_rebind(ex, m2, 0, seg_size), RSM_SUCCESS);
+  set_step(4, 1);
+  wait_step(5, 1);
+  REQ_EQ(rsm_memseg_export_destroy(ex), RSM_SUCCESS);
+  return 0;
+}
+
+RSM_CHILD(pmap_importer) {
+  auto ctl = open_ctl();
+  wait_step(0, 1);
+  rsm_memseg_import_handle_t im;
+  REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_RDWR, &im), RSM_SUCCESS);
+  void* addr = nullptr;
+  REQ_EQ(rsm_memseg_import_map(im, &addr, RSM_MAP_NONE, RSM_PERM_RDWR, 16384, 8192), RSM_SUCCESS);
+  auto* p = static_cast<uint8_t*>(addr);
+  std::vector<uint8_t> want(seg_size);
+  fill_pattern(want.data(), seg_size, 1);
+  REQ(memcmp(p, want.data() + 16384, 8192) == 0);  // the segment's bytes from the offset on
+  REQ(prot_of(p) == "rw-s");
+  const auto r = range_of(p);  // exactly the 8 KiB asked for
+  REQ(r.first == reinterpret_cast<uintptr_t>(p));
+  REQ(r.second == reinterpret_cast<uintptr_t>(p) + 8192);
+  fill_pattern(p, 100, 5);
+  set_step(1, 1);
+  wait_step(2, 1);
+  REQ(check_pattern(p + 4096, 64, 6));
+  set_step(3, 1);
+  wait_step(4, 1);
+  fill_pattern(want.data(), seg_size, 2);
+  for (int i = 0; i < 5000 && memcmp(p, want.data() + 16384, 8192) != 0; i++) usleep(1000);
+  REQ(memcmp(p, want.data() + 16384, 8192) == 0);  // the same part of the new memory
+  REQ_EQ(rsm_memseg_import_unmap(im), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_disconnect(im), RSM_SUCCESS);
+  set_step(5, 1);
+  return 0;
+}
+
+TEST(RsmMap, PartialMapping) {
+  new_shared();
+  RUN_ACTORS(60, spawn("pmap_exporter"), spawn("pmap_importer"));
 }

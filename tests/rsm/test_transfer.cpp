@@ -175,7 +175,7 @@ RSM_CHILD(perm_importer) {
   rsm_memseg_id_t id1 = sh->u32[0], id2 = sh->u32[1], id3 = sh->u32[2];
   rsm_memseg_import_handle_t r = nullptr, w = nullptr, n = nullptr, x = nullptr;
   uint8_t buf[64];
-  rsmapi_barrier_t b1, b2, b3;
+  rsmapi_barrier_t b1, b2;
   // Read-only connection: reads work, writes are refused.
   REQ_EQ(rsm_memseg_import_connect(ctl, me, id1, RSM_PERM_READ, &r), RSM_SUCCESS);
   REQ_EQ(rsm_memseg_import_init_barrier(r, RSM_BAR_DEFAULT, &b1), RSM_SUCCESS);
@@ -189,11 +189,10 @@ RSM_CHILD(perm_importer) {
   fill_pattern(buf, 64, 9);
   REQ_EQ(rsm_memseg_import_put(w, 0, buf, 64), RSM_SUCCESS);
   REQ_EQ(rsm_memseg_import_get(w, 0, buf, 64), RSMERR_PERM_DENIED);
-  // No permission at all: a connection for signals only.
-  REQ_EQ(rsm_memseg_import_connect(ctl, me, id1, RSM_PERM_NONE, &n), RSM_SUCCESS);
-  REQ_EQ(rsm_memseg_import_init_barrier(n, RSM_BAR_DEFAULT, &b3), RSM_SUCCESS);
-  REQ_EQ(rsm_memseg_import_get(n, 0, buf, 8), RSMERR_PERM_DENIED);
-  REQ_EQ(rsm_memseg_import_put(n, 0, buf, 8), RSMERR_PERM_DENIED);
+  // "perm is restricted to" 0400, 0200 and 0600: no connection asks for nothing.
+  REQ_EQ(rsm_memseg_import_connect(ctl, me, id1, RSM_PERM_NONE, &n), RSMERR_PERM_DENIED);
+  REQ_EQ(rsm_memseg_import_connect(ctl, me, id1, 0004, &n), RSMERR_PERM_DENIED);
+  REQ_EQ(rsm_memseg_import_connect(ctl, me, id1, 0440, &n), RSMERR_PERM_DENIED);
   // The access list and the permission bits decide.
   REQ_EQ(rsm_memseg_import_connect(ctl, me, id2, RSM_PERM_RDWR, &x), RSMERR_PERM_DENIED);
   REQ_EQ(rsm_memseg_import_connect(ctl, me, id2, RSM_PERM_WRITE, &x), RSMERR_PERM_DENIED);
@@ -212,7 +211,6 @@ RSM_CHILD(perm_importer) {
   wait_step(2, 1);
   REQ_EQ(rsm_memseg_import_disconnect(r), RSM_SUCCESS);
   REQ_EQ(rsm_memseg_import_disconnect(w), RSM_SUCCESS);
-  REQ_EQ(rsm_memseg_import_disconnect(n), RSM_SUCCESS);
   set_step(3, 1);
   return 0;
 }
@@ -294,6 +292,72 @@ TEST(RsmTransfer, ByteSwap) {
              spawn("swap_importer", {}, {"WEFT_RSM_BYTE_ORDER=little"}));
 }
 
+// ---------------------------------------------------------------- implicit signals
+// RSM_IMPLICIT_SIGPOST on putv and getv posts one signal to the exporter
+// after the list; with RSM_SIGPOST_NO_ACCUMULATE it adds one only if none
+// is pending: three such lists leave one event, two without it leave two.
+RSM_CHILD(sgsig_exporter) {
+  auto ctl = open_ctl();
+  void* mem;
+  auto ex = export_one(ctl, &mem, 16384, 1, 0);
+  set_step(0, 1);
+  wait_step(1, 1);  // three lists with NO_ACCUMULATE, all arrived
+  REQ_EQ(rsm_intr_signal_wait(ex, 5000), RSM_SUCCESS);
+  REQ_EQ(rsm_intr_signal_wait(ex, 300), RSMERR_TIMEOUT);
+  REQ(check_pattern(static_cast<char*>(mem) + 4096, 256, 42));  // the putv's data is there
+  set_step(2, 1);
+  wait_step(3, 1);  // two lists that accumulate
+  REQ_EQ(rsm_intr_signal_wait(ex, 5000), RSM_SUCCESS);
+  REQ_EQ(rsm_intr_signal_wait(ex, 5000), RSM_SUCCESS);
+  REQ_EQ(rsm_intr_signal_wait(ex, 300), RSMERR_TIMEOUT);
+  set_step(4, 1);
+  wait_step(5, 1);
+  REQ_EQ(rsm_memseg_export_destroy(ex), RSM_SUCCESS);
+  return 0;
+}
+
+RSM_CHILD(sgsig_importer) {
+  auto ctl = open_ctl();
+  rsmapi_barrier_t bar{};
+  rsm_memseg_import_handle_t im = import_first(ctl, &bar);
+  uint8_t out[256], in[256];
+  fill_pattern(out, sizeof out, 42);
+  rsm_iovec_t io{};
+  io.io_type = RSM_VA_TYPE;
+  io.remote_offset = 4096;
+  io.transfer_length = sizeof out;
+  rsm_scat_gath_t sg{};
+  sg.remote_handle = im;
+  sg.iovec = &io;
+  sg.io_request_count = 1;
+  sg.flags = RSM_IMPLICIT_SIGPOST | RSM_SIGPOST_NO_ACCUMULATE;
+  io.local.vaddr = reinterpret_cast<caddr_t>(out);
+  REQ_EQ(rsm_memseg_import_putv(&sg), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_putv(&sg), RSM_SUCCESS);
+  io.local.vaddr = reinterpret_cast<caddr_t>(in);
+  REQ_EQ(rsm_memseg_import_getv(&sg), RSM_SUCCESS);
+  REQ(memcmp(in, out, sizeof in) == 0);
+  usleep(200 * 1000);  // every post has arrived before the exporter looks
+  set_step(1, 1);
+  wait_step(2, 1);
+  sg.flags = RSM_IMPLICIT_SIGPOST;
+  REQ_EQ(rsm_memseg_import_getv(&sg), RSM_SUCCESS);
+  io.local.vaddr = reinterpret_cast<caddr_t>(out);
+  REQ_EQ(rsm_memseg_import_putv(&sg), RSM_SUCCESS);
+  usleep(200 * 1000);
+  set_step(3, 1);
+  wait_step(4, 1);
+  REQ_EQ(rsm_memseg_import_destroy_barrier(&bar), RSM_SUCCESS);
+  REQ_EQ(rsm_memseg_import_disconnect(im), RSM_SUCCESS);
+  set_step(5, 1);
+  return 0;
+}
+
+TEST(RsmTransfer, ImplicitSignalsOnScatterGather) {
+  new_shared();
+  RUN_ACTORS(60, spawn("sgsig_exporter"), spawn("sgsig_importer"));
+}
+
 // ---------------------------------------------------------------- bulk and scatter/gather
 
 RSM_CHILD(sg_exporter) {
@@ -325,11 +389,8 @@ RSM_CHILD(sg_exporter) {
 
 RSM_CHILD(sg_importer) {
   auto ctl = open_ctl();
-  wait_step(0, 1);
-  rsm_memseg_import_handle_t im;
-  REQ_EQ(rsm_memseg_import_connect(ctl, local_node(), sh->u32[0], RSM_PERM_RDWR, &im), RSM_SUCCESS);
-  rsmapi_barrier_t bar;
-  REQ_EQ(rsm_memseg_import_init_barrier(im, RSM_BAR_DEFAULT, &bar), RSM_SUCCESS);
+  rsmapi_barrier_t bar{};
+  rsm_memseg_import_handle_t im = import_first(ctl, &bar);
   // Scatter/gather: 16 entries, alternately through a local memory handle
   // and an immediate address.
   const size_t local_len = 16 * 8192;

@@ -267,7 +267,6 @@ TEST_P(av_test, InsertBadArguments) {
   std::string buf = make_addr(0);
   fi_addr_t fa[1];
   int err[1];
-  EXPECT_EQ(fi_av_insert(a, nullptr, 1, fa, 0, nullptr), -FI_EINVAL);
   EXPECT_EQ(fi_av_insert(a, buf.data(), SIZE_MAX, fa, 0, nullptr), -FI_EINVAL);
   EXPECT_EQ(fi_av_insert(a, buf.data(), 1, fa, FI_SEND, nullptr), -FI_EBADFLAGS);
   EXPECT_EQ(fi_av_insert(a, buf.data(), 1, fa, FI_SYNC_ERR, nullptr), -FI_EINVAL);
@@ -280,6 +279,40 @@ TEST_P(av_test, InsertBadArguments) {
   // Nothing was inserted by any of those.
   EXPECT_EQ(fi_av_insert(a, buf.data(), 1, fa, 0, nullptr), 1);
   EXPECT_EQ(fa[0], 0u);
+}
+
+// "A NULL value for an address may be used to indicate that an entry should
+// be associated with 'any' address": fi_av_insert(NULL, count) makes count
+// such entries, of no bytes; they are removed like others, and a reverse
+// lookup never lands on one.
+TEST_P(av_test, NullAddressInsertsAnyEntries) {
+  fid_av* a = open();
+  ASSERT_NE(a, nullptr);
+  std::string buf = make_addr(0);
+  fi_addr_t fa[3];
+  ASSERT_EQ(fi_av_insert(a, nullptr, 2, fa, 0, nullptr), 2);
+  ASSERT_EQ(fi_av_insert(a, buf.data(), 1, fa + 2, 0, nullptr), 1);
+  EXPECT_EQ(fa[0], 0u);
+  EXPECT_EQ(fa[1], 1u);
+  EXPECT_EQ(fa[2], 2u);
+  char out[256];
+  size_t len = sizeof out;
+  ASSERT_EQ(fi_av_lookup(a, fa[1], out, &len), 0);
+  EXPECT_EQ(len, 0u) << "an 'any' entry holds no address";
+  len = sizeof out;
+  ASSERT_EQ(fi_av_lookup(a, fa[2], out, &len), 0);
+  EXPECT_EQ(std::string(out, len), buf);
+  weft::av* w = weft::av::from(&a->fid);
+  EXPECT_EQ(w->find(buf.data(), buf.size()), fa[2]);
+  EXPECT_EQ(w->find("", 0), FI_ADDR_NOTAVAIL);
+  int err[1] = {-1};
+  fi_addr_t more;
+  ASSERT_EQ(fi_av_insert(a, nullptr, 1, &more, FI_SYNC_ERR, err), 1);
+  EXPECT_EQ(err[0], 0);
+  EXPECT_EQ(more, 3u);
+  EXPECT_EQ(fi_av_remove(a, fa, 2, 0), 0);
+  len = sizeof out;
+  EXPECT_EQ(fi_av_lookup(a, fa[0], out, &len), -FI_EINVAL);
 }
 
 TEST_P(av_test, UserIdIsRecorded) {
@@ -576,6 +609,84 @@ TEST_P(av_test, EventInsertReportsThroughEq) {
   EXPECT_EQ(fa[0], 2u);
 
   close(a);  // drops the EQ reference; TearDown closes the EQ
+}
+
+// Closing an FI_EVENT AV leaves the events its inserts queued in the EQ:
+// each insert's completion (and error entries) carries the application's
+// context, which the application still waits for. The EQ is free to close
+// once the AV is gone.
+TEST_P(av_test, EventsStayQueuedWhenTheAvCloses) {
+  fid_av* a = open(FI_AV_TABLE, FI_EVENT);
+  ASSERT_NE(a, nullptr);
+  fid_eq* eq = open_eq();
+  ASSERT_NE(eq, nullptr);
+  ASSERT_EQ(fi_av_bind(a, &eq->fid, 0), 0);
+  std::string good = make_addr(0), bad = bad_addr();
+  fi_addr_t fa[1];
+  int ctx1 = 0, ctx2 = 0;
+  ASSERT_EQ(fi_av_insert(a, good.data(), 1, fa, 0, &ctx1), 0);
+  ASSERT_EQ(fi_av_insert(a, bad.data(), 1, fa, 0, &ctx2), 0);
+  const fid* gone = &a->fid;
+  close(a);
+  uint32_t event = 0;
+  fi_eq_entry entry{};
+  ASSERT_EQ(fi_eq_read(eq, &event, &entry, sizeof entry, 0), ssize_t(sizeof entry));
+  EXPECT_EQ(event, uint32_t(FI_AV_COMPLETE));
+  EXPECT_EQ(entry.fid, gone);
+  EXPECT_EQ(entry.context, &ctx1);
+  EXPECT_EQ(entry.data, 1u);
+  fi_eq_err_entry e{};
+  ASSERT_EQ(fi_eq_read(eq, &event, &entry, sizeof entry, 0), -FI_EAVAIL);
+  ASSERT_EQ(fi_eq_readerr(eq, &e, 0), ssize_t(sizeof e));
+  EXPECT_EQ(e.context, &ctx2);
+  EXPECT_EQ(e.err, FI_EINVAL);
+  ASSERT_EQ(fi_eq_read(eq, &event, &entry, sizeof entry, 0), ssize_t(sizeof entry));
+  EXPECT_EQ(entry.context, &ctx2);
+  EXPECT_EQ(entry.data, 0u);
+  EXPECT_EQ(fi_eq_read(eq, &event, &entry, sizeof entry, 0), -FI_EAGAIN);
+  EXPECT_EQ(fi_close(&eq->fid), 0) << "the closed AV no longer holds it";
+  eq_ = nullptr;
+}
+
+// ep_per_node is a hint (man fi_av): any value opens an AV that works the
+// same, private or named.
+TEST_P(av_test, EpPerNodeIsAHint) {
+  for (size_t per_node : {size_t{0}, size_t{1}, size_t{16}, size_t{1} << 20}) {
+    SCOPED_TRACE(per_node);
+    fi_av_attr attr{};
+    attr.type = FI_AV_TABLE;
+    attr.count = 8;
+    attr.ep_per_node = per_node;
+    fid_av* a = nullptr;
+    ASSERT_EQ(fi_av_open(domain, &attr, &a, nullptr), 0);
+    std::string buf = pack(range(0, 3));
+    fi_addr_t fa[3];
+    ASSERT_EQ(fi_av_insert(a, buf.data(), 3, fa, 0, nullptr), 3);
+    for (unsigned i = 0; i < 3; ++i) EXPECT_EQ(lookup(a, fa[i]), make_addr(i));
+    EXPECT_EQ(fi_close(&a->fid), 0);
+  }
+}
+
+// map_addr matters to named AVs only: a private AV leaves it as given and
+// hands out the same indices from 0, whatever it says.
+TEST_P(av_test, MapAddrWithoutANameIsIgnored) {
+  for (fi_av_type type : {FI_AV_TABLE, FI_AV_MAP}) {
+    SCOPED_TRACE(type);
+    fi_av_attr attr{};
+    attr.type = type;
+    void* hint = reinterpret_cast<void*>(uintptr_t{0x7f0000000000});
+    attr.map_addr = hint;
+    fid_av* a = nullptr;
+    ASSERT_EQ(fi_av_open(domain, &attr, &a, nullptr), 0);
+    EXPECT_EQ(attr.map_addr, hint) << "left as given";
+    std::string buf = pack(range(0, 2));
+    fi_addr_t fa[2];
+    ASSERT_EQ(fi_av_insert(a, buf.data(), 2, fa, 0, nullptr), 2);
+    EXPECT_EQ(fa[0], 0u);
+    EXPECT_EQ(fa[1], 1u);
+    EXPECT_EQ(lookup(a, fa[1]), make_addr(1));
+    EXPECT_EQ(fi_close(&a->fid), 0);
+  }
 }
 
 // ------------------------------------------------------------ users/busy

@@ -53,14 +53,20 @@ fi_info* sep_info(mp_peer& p, size_t tx, size_t rx) {
   return i;
 }
 
+// The provider's max_ep_tx_ctx (1: no scalable endpoints).
+size_t max_contexts() {
+  fi_info* info = weft_test::get_info(weft_test::current_mode().prov);
+  EXPECT_NE(info, nullptr);
+  const size_t n = info ? info->domain_attr->max_ep_tx_ctx : 0;
+  fi_freeinfo(info);
+  return n;
+}
+#define NEEDS_SCALABLE_ENDPOINTS()                                                                     \
+  if (const size_t n = max_contexts(); n < 2)                                                          \
+  GTEST_SKIP() << "the provider offers no scalable endpoints (max_ep_tx_ctx " << n << ")"
+
 TEST_P(contexts, ScalableEndpointContexts) {
-  {
-    fi_info* info = weft_test::get_info(weft_test::current_mode().prov);
-    ASSERT_NE(info, nullptr);
-    const size_t max_ctx = info->domain_attr->max_ep_tx_ctx;
-    fi_freeinfo(info);
-    if (max_ctx < 2) GTEST_SKIP() << "the provider offers no scalable endpoints (max_ep_tx_ctx " << max_ctx << ")";
-  }
+  NEEDS_SCALABLE_ENDPOINTS();
   mp_run(2, [](mp_peer& p) {
     fi_av_attr aa{};
     aa.type = FI_AV_TABLE;
@@ -151,6 +157,95 @@ TEST_P(contexts, ScalableEndpointContexts) {
       EXPECT_EQ(fi_close(&cq->fid), 0);
     }
     EXPECT_EQ(fi_close(&av->fid), 0);
+  });
+}
+
+// "If the endpoint only has a single transmit context, then all transmit
+// operations are posted directly to the scalable endpoint ... Likewise ...
+// a single receive context": CQs and counters bound to the scalable
+// endpoint, sends, receives and cancel posted to it. With several contexts
+// the scalable endpoint itself moves no data.
+TEST_P(contexts, ScalableEndpointWithOneContextIsUsedDirectly) {
+  NEEDS_SCALABLE_ENDPOINTS();
+  mp_run(2, [](mp_peer& p) {
+    fi_cq_tagged_entry ce;
+    if (p.rank == 0) {
+      fi_info* info = sep_info(p, 1, 1);
+      fid_ep* sep = nullptr;
+      ASSERT_EQ(fi_scalable_ep(p.domain, info, &sep, nullptr), 0);
+      fi_freeinfo(info);
+      ASSERT_EQ(fi_scalable_ep_bind(sep, &p.av->fid, 0), 0);
+      char b[8] = {};
+      EXPECT_EQ(fi_tsend(sep, b, 1, nullptr, 0, 7, nullptr), -FI_EOPBADSTATE) << "no context yet";
+      fid_cq* cq = cq_set::open(p.domain);
+      fi_cntr_attr ca{};
+      ca.events = FI_CNTR_EVENTS_COMP;
+      fid_cntr* cntr = nullptr;
+      ASSERT_EQ(fi_cntr_open(p.domain, &ca, &cntr, nullptr), 0);
+      ASSERT_EQ(fi_scalable_ep_bind(sep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+      ASSERT_EQ(fi_scalable_ep_bind(sep, &cntr->fid, FI_SEND | FI_RECV), 0);
+      fid_ep* ctx = nullptr;
+      EXPECT_EQ(fi_tx_context(sep, 0, nullptr, &ctx, nullptr), -FI_EBUSY) << "the scalable endpoint's own";
+      ASSERT_EQ(fi_enable(sep), 0);
+      EXPECT_EQ(fi_scalable_ep_bind(sep, &cq->fid, FI_TRANSMIT), -FI_EOPBADSTATE);
+      char in[8] = {}, never[8] = {};
+      ASSERT_EQ(fi_trecv(sep, in, sizeof in, nullptr, FI_ADDR_UNSPEC, 7, 0, in), 0);
+      ASSERT_EQ(fi_trecv(sep, never, sizeof never, nullptr, FI_ADDR_UNSPEC, 99, 0, never), 0);
+      EXPECT_EQ(fi_cancel(&sep->fid, never), 0);
+      fi_cq_err_entry err{};
+      char name[128];
+      size_t len = sizeof name;
+      ASSERT_EQ(fi_getname(&sep->fid, name, &len), 0);
+      std::string peer = swap_names(p, name);
+      fi_addr_t peer_addr;
+      ASSERT_EQ(fi_av_insert(p.av, peer.c_str(), 1, &peer_addr, 0, nullptr), 1);
+      ASSERT_EQ(wait_one(cq, &ce), -FI_EAVAIL) << "the cancelled receive";
+      ASSERT_EQ(fi_cq_readerr(cq, &err, 0), 1);
+      EXPECT_EQ(err.err, FI_ECANCELED);
+      EXPECT_EQ(err.op_context, never);
+      ASSERT_EQ(wait_one(cq, &ce), 1);
+      EXPECT_EQ(ce.op_context, in);
+      EXPECT_STREQ(in, "one");
+      ASSERT_EQ(fi_tsend(sep, "back", 5, nullptr, peer_addr, 9, b), 0);
+      ASSERT_EQ(wait_one(cq, &ce), 1);
+      EXPECT_EQ(ce.op_context, b);
+      EXPECT_EQ(fi_cntr_read(cntr), 2u) << "one send, one receive";
+      p.barrier();
+      EXPECT_EQ(fi_close(&sep->fid), 0) << "its own contexts close with it";
+      EXPECT_EQ(fi_close(&cntr->fid), 0);
+      // Two contexts each way: the scalable endpoint itself moves nothing.
+      fi_info* two = sep_info(p, 2, 2);
+      ASSERT_EQ(fi_scalable_ep(p.domain, two, &sep, nullptr), 0);
+      fi_freeinfo(two);
+      EXPECT_EQ(fi_scalable_ep_bind(sep, &cq->fid, FI_TRANSMIT), -FI_EINVAL);
+      EXPECT_EQ(fi_tsend(sep, b, 1, nullptr, 0, 7, nullptr), -FI_ENOSYS);
+      EXPECT_EQ(fi_trecv(sep, b, 1, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr), -FI_ENOSYS);
+      EXPECT_EQ(fi_close(&sep->fid), 0);
+      EXPECT_EQ(fi_close(&cq->fid), 0);
+    } else {
+      char name[128];
+      size_t len = sizeof name;
+      ASSERT_EQ(fi_getname(&p.ep->fid, name, &len), 0);
+      std::string sep_name = swap_names(p, name);
+      fi_addr_t sep_addr;
+      ASSERT_EQ(fi_av_insert(p.av, sep_name.c_str(), 1, &sep_addr, 0, nullptr), 1);
+      char reply[8] = {};
+      ASSERT_EQ(fi_trecv(p.ep, reply, sizeof reply, nullptr, FI_ADDR_UNSPEC, 9, 0, reply), 0);
+      ASSERT_EQ(fi_tsend(p.ep, "one", 4, nullptr, sep_addr, 7, nullptr), 0);
+      bool sent = false, got = false;
+      while (!sent || !got) {
+        fi_addr_t src = FI_ADDR_NOTAVAIL;
+        ASSERT_EQ(p.wait_cq(&ce, nullptr, 10000, &src), 1);
+        if (ce.flags & FI_SEND) {
+          sent = true;
+        } else {
+          got = true;
+          EXPECT_STREQ(reply, "back");
+          EXPECT_EQ(src, sep_addr) << "the scalable endpoint's address";
+        }
+      }
+      p.barrier();
+    }
   });
 }
 

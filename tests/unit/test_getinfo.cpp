@@ -1,6 +1,9 @@
 // fi_getinfo, fi_dupinfo/freeinfo/allocinfo, fi_fabric, fi_domain, fi_version,
 // fi_strerror, params and logging — through the public API.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -10,8 +13,10 @@
 #include <rdma/providers/fi_prov.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "fixture.hpp"
 
@@ -155,6 +160,70 @@ TEST(Getinfo, MsgEndpointsAndRemoteCommAreTcps) {
   }
 }
 
+// The IPv4 interfaces that are up, loopback last, as tcp lists them.
+std::vector<std::pair<std::string, std::string>> up_interfaces() {
+  std::vector<std::pair<std::string, std::string>> out, loop;
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) != 0) return out;
+  for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+    char ip[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, ip, sizeof ip);
+    bool seen = false;
+    for (auto& o : out) seen |= o.first == i->ifa_name;
+    for (auto& o : loop) seen |= o.first == i->ifa_name;
+    if (!seen) ((i->ifa_flags & IFF_LOOPBACK) ? loop : out).emplace_back(i->ifa_name, ip);
+  }
+  freeifaddrs(ifs);
+  out.insert(out.end(), loop.begin(), loop.end());
+  return out;
+}
+
+// With no node and no FI_TCP_IFACE, tcp answers with what other hosts can
+// reach: one RDM entry per interface that is up, named after it, its
+// address the entry's source, loopback last (as libfabric's tcp). The linked
+// provider offers the same interfaces less loopback (when there is another:
+// its tcp part is for other hosts). FI_TCP_IFACE keeps one.
+TEST(Getinfo, TcpOneEntryPerInterfaceLoopbackLast) {
+  NEEDS_TCP();
+  const auto ifs = up_interfaces();
+  ASSERT_FALSE(ifs.empty());
+  auto entries = [](const char* prov) {
+    hints_ptr h;
+    h->ep_attr->type = FI_EP_RDM;
+    h->addr_format = FI_SOCKADDR_IN;
+    h->fabric_attr->prov_name = strdup(prov);
+    info_list l;
+    std::vector<std::pair<std::string, std::string>> got;
+    if (fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head) != 0) return got;
+    for (fi_info* i = l.head; i; i = i->next) {
+      char ip[INET_ADDRSTRLEN] = "?";
+      if (i->src_addr && i->src_addrlen == sizeof(sockaddr_in))
+        inet_ntop(AF_INET, &static_cast<sockaddr_in*>(i->src_addr)->sin_addr, ip, sizeof ip);
+      got.emplace_back(i->domain_attr->name, ip);
+    }
+    return got;
+  };
+  EXPECT_EQ(entries("tcp"), ifs);
+  if (offered("lnx")) {
+    hints_ptr h;
+    h->ep_attr->type = FI_EP_RDM;
+    h->fabric_attr->prov_name = strdup("lnx");
+    info_list l;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head), 0);
+    auto loopback = [](const std::pair<std::string, std::string>& f) { return f.second.rfind("127.", 0) == 0; };
+    const bool other = !std::all_of(ifs.begin(), ifs.end(), loopback);
+    std::vector<std::string> want, got;
+    for (auto& f : ifs)
+      if (!other || !loopback(f)) want.push_back("shm+tcp:" + f.first);
+    for (fi_info* i = l.head; i; i = i->next) got.push_back(i->domain_attr->name);
+    EXPECT_EQ(got, want);
+  }
+  setenv("FI_TCP_IFACE", ifs.back().first.c_str(), 1);
+  EXPECT_EQ(entries("tcp"), (std::vector<std::pair<std::string, std::string>>{ifs.back()}));
+  unsetenv("FI_TCP_IFACE");
+}
+
 TEST(Getinfo, EndpointTypeAndCaps) {
   // Datagram endpoints: udp's and shm's, messages only.
   hints_ptr dgram;
@@ -213,6 +282,49 @@ TEST(Getinfo, AddressFormats) {
   ib->addr_format = FI_ADDR_IB_UD;
   fi_info* info = nullptr;
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, ib.h, &info), -FI_ENODATA);
+}
+
+// FI_SOCKADDR asks for any socket address: the answers name the concrete
+// family (IPv4 unless an IPv6 node or address is given), and providers
+// whose addresses are no sockets (shm's strings) are not among them.
+TEST(Getinfo, AnySockaddrFormat) {
+  NEEDS_TCP();
+  hints_ptr h;
+  h->addr_format = FI_SOCKADDR;
+  info_list l;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head), 0);
+  EXPECT_TRUE(l.providers().count("tcp"));
+  EXPECT_FALSE(l.providers().count("shm")) << "shm's addresses are no sockets";
+  for (fi_info* i = l.head; i; i = i->next) {
+    EXPECT_EQ(i->addr_format, FI_SOCKADDR_IN);
+    ASSERT_NE(i->src_addr, nullptr);
+    EXPECT_EQ(i->src_addrlen, sizeof(sockaddr_in));
+  }
+  info_list v6;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "::1", "4715", 0, h.h, &v6.head), 0);
+  for (fi_info* i = v6.head; i; i = i->next) EXPECT_EQ(i->addr_format, FI_SOCKADDR_IN6);
+  info_list v4;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "4716", 0, h.h, &v4.head), 0);
+  for (fi_info* i = v4.head; i; i = i->next) {
+    EXPECT_EQ(i->addr_format, FI_SOCKADDR_IN);
+    ASSERT_EQ(i->dest_addrlen, sizeof(sockaddr_in));
+    EXPECT_EQ(ntohs(static_cast<sockaddr_in*>(i->dest_addr)->sin_port), 4716);
+  }
+  // A source address given: its family.
+  hints_ptr a;
+  a->addr_format = FI_SOCKADDR;
+  a->fabric_attr->prov_name = strdup("tcp");
+  auto* sin6 = static_cast<sockaddr_in6*>(calloc(1, sizeof(sockaddr_in6)));
+  sin6->sin6_family = AF_INET6;
+  sin6->sin6_addr = in6addr_loopback;
+  a->src_addr = sin6;
+  a->src_addrlen = sizeof *sin6;
+  info_list from6;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, a.h, &from6.head), 0);
+  for (fi_info* i = from6.head; i; i = i->next) {
+    EXPECT_EQ(i->addr_format, FI_SOCKADDR_IN6);
+    EXPECT_EQ(i->src_addrlen, sizeof(sockaddr_in6));
+  }
 }
 
 TEST(Getinfo, NodeServiceAndSourceTcp) {

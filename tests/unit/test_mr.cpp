@@ -169,8 +169,10 @@ TEST_P(MrTest, RequestedKeys) {
 }
 
 TEST_P(MrTest, RequestedKeyMustFitKeySize) {
+  // White-box: a domain with 2-byte keys. Replacing the map under a domain
+  // whose parts share it (the linked provider's) would leave them the old one.
+  if (!strcmp(GetParam(), "lnx")) GTEST_SKIP() << "its parts share the map this test replaces";
   set_mode(FI_MR_VIRT_ADDR);
-  // White-box: a domain with 2-byte keys.
   const size_t saved = info->domain_attr->mr_key_size;
   dom().info->domain_attr->mr_key_size = 2;
   weft::mr_map_destroy(dom());

@@ -21,9 +21,9 @@ using namespace weft::shm;
 TEST(ShmQueue, ConcurrentProducersOneConsumer) {
   std::string name = "qtest_" + std::to_string(getpid());
   mapping owner, other;
-  owner.create(region_label(name), region_size);
+  region_create(owner, name);
   region_init(owner.base(), name, -1, true);
-  ASSERT_TRUE(other.open(getpid(), owner.fd(), region_size));
+  ASSERT_TRUE(other.open(getpid(), owner.fd(), region_size, region_map_size));
   region_view mine{owner.base()}, theirs{other.base()};
 
   constexpr int producers = 3, per_producer = 20000;
@@ -72,7 +72,7 @@ TEST(ShmQueue, ConcurrentProducersOneConsumer) {
 TEST(ShmQueue, FullQueueRefusesThenRecovers) {
   std::string name = "qfull_" + std::to_string(getpid());
   mapping owner;
-  owner.create(region_label(name), region_size);
+  region_create(owner, name);
   region_init(owner.base(), name, -1, true);
   region_view r{owner.base()};
   for (uint32_t i = 0; i < queue_cells; ++i) {
@@ -120,7 +120,7 @@ TEST(ShmRegion, KilledOwnerLeavesNothing) {
     name_claim c;
     c.claim(name);
     mapping m;
-    m.create(region_label(name), region_size);
+    region_create(m, name);
     region_init(m.base(), name, -1, true);
     char x = 1;
     if (write(ready[1], &x, 1) != 1) _exit(1);
@@ -210,6 +210,11 @@ TEST(ShmQueue, MalformedCellsAreDropped) {
   put(op::msg, 0, 100000, 100000, 0);         // larger than a cell
   put(op::msg, 0, 10, 20, 0);                 // len disagrees with size
   put(op::msg, flag_inline, 4, 0, 60000);     // sender slot out of range
+  // A peer table count that names slots the file does not have: the owner
+  // bounds it by the memfd's size, so a cell from such a slot is dropped
+  // (and nothing past the end of the file is touched).
+  r.hdr()->peer_count.store(peer_slots_max, std::memory_order_release);
+  put(op::msg, flag_inline, 4, 0, 1000);
   put(static_cast<op>(200), 0, 0, 0, 0);      // unknown opcode
   put(op::write, 0, 8, 4, 0);                 // shorter than its descriptor
   put(op::msg, flag_inline, 5, 0, 0);         // finally a good one

@@ -126,6 +126,24 @@ sockaddr_in name_of(fid_t f) {
   return a;
 }
 
+// A passive endpoint of `s`, bound to its EQ and listening: its address.
+sockaddr_in listen_on(side& s) {
+  EXPECT_EQ(fi_passive_ep(s.fabric, s.info, &s.pep, nullptr), 0);
+  if (!s.pep) return {};
+  EXPECT_EQ(fi_pep_bind(s.pep, &s.eq->fid, 0), 0);
+  EXPECT_EQ(fi_listen(s.pep), 0);
+  return name_of(&s.pep->fid);
+}
+
+// cli's endpoint connects to `at` (no data); srv's EQ raises the request:
+// its fi_info (the caller frees it), or nullptr.
+fi_info* connect_request(side& srv, side& cli, const sockaddr_in& at) {
+  EXPECT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  std::vector<unsigned char> ev;
+  if (next_event(srv.eq, cli.eq, ev) != static_cast<int>(FI_CONNREQ)) return nullptr;
+  return reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
+}
+
 TEST(TcpCm, ConnectAcceptDataShutdown) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG, "127.0.0.1", nullptr, FI_SOURCE));
   ASSERT_NE(srv.info, nullptr);
@@ -195,15 +213,12 @@ TEST(TcpCm, ConnectAcceptDataShutdown) {
 // (what UCX's and other clients rely on): connected, data flows.
 TEST(TcpCm, ConnectAndAcceptEnableImplicitly) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   cli.open_ep(cli.info, false);
-  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  fi_info* accept_info = connect_request(srv, cli, at);
+  ASSERT_NE(accept_info, nullptr);
   std::vector<unsigned char> ev;
-  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
-  fi_info* accept_info = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
   side acc(fi_dupinfo(srv.info));
   acc.open_ep(accept_info, false);
   ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
@@ -229,10 +244,8 @@ TEST(TcpCm, ConnectAndAcceptEnableImplicitly) {
 // open) is heard: a second FI_CONNREQ, then a second connection.
 TEST(TcpCm, ConnectAgainRightAfterClose) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   std::vector<std::unique_ptr<side>> accepted;
   for (int round = 0; round < 3; ++round) {
     SCOPED_TRACE(round);
@@ -259,16 +272,13 @@ TEST(TcpCm, ConnectAgainRightAfterClose) {
 // a new endpoint may already have.
 TEST(TcpCm, ClosingDropsItsQueuedEvents) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   // An error entry for the client (its connection refused), left unread.
   cli.open_ep(cli.info);
-  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
   std::vector<unsigned char> ev;
-  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
-  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
   ASSERT_EQ(fi_reject(srv.pep, req->handle, nullptr, 0), 0);
   fi_freeinfo(req);
   uint32_t event;
@@ -308,17 +318,14 @@ TEST(TcpCm, ServiceAloneListensEverywhere) {
   auto* src = static_cast<sockaddr_in*>(srv.info->src_addr);
   EXPECT_EQ(src->sin_addr.s_addr, htonl(INADDR_ANY));
   EXPECT_EQ(std::to_string(ntohs(src->sin_port)), port);
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   EXPECT_EQ(at.sin_addr.s_addr, htonl(INADDR_ANY));
   at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   cli.open_ep(cli.info);
-  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
   std::vector<unsigned char> ev;
-  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
-  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
   EXPECT_EQ(fi_reject(srv.pep, req->handle, nullptr, 0), 0);
   fi_freeinfo(req);
   // RDM: bound to the wildcard, named by a reachable address.
@@ -342,10 +349,8 @@ TEST(TcpCm, ServiceAloneListensEverywhere) {
 
 TEST(TcpCm, RejectCarriesItsData) {
   side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG));
-  ASSERT_EQ(fi_passive_ep(srv.fabric, srv.info, &srv.pep, nullptr), 0);
-  ASSERT_EQ(fi_pep_bind(srv.pep, &srv.eq->fid, 0), 0);
-  ASSERT_EQ(fi_listen(srv.pep), 0);
-  sockaddr_in at = name_of(&srv.pep->fid);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
   cli.open_ep(cli.info);
   ASSERT_EQ(fi_connect(cli.ep, &at, "x", 1), 0);
   std::vector<unsigned char> ev;
@@ -384,10 +389,197 @@ TEST(TcpCm, ConnectWhereNobodyListensIsAnErrorEvent) {
   EXPECT_LT(clock_type::now() - t0, std::chrono::seconds(2)) << "an error event, never a hang";
 }
 
+// A MSG endpoint bound to a shared transmit and a shared receive context
+// (man fi_endpoint: FI_SHARED_CONTEXT) enables, connects and moves data; the
+// receives posted to the shared context take the messages of its endpoint.
+TEST(TcpCm, SharedContextsOnMsgEndpoints) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
+  struct shared {
+    fid_stx* stx = nullptr;
+    fid_ep* srx = nullptr;
+  } sc[2];
+  side* sides[2] = {&cli, &acc};
+  auto open_shared = [&](int i, fi_info* info) {
+    side& s = *sides[i];
+    ASSERT_EQ(fi_stx_context(s.domain, nullptr, &sc[i].stx, nullptr), 0);
+    ASSERT_EQ(fi_srx_context(s.domain, nullptr, &sc[i].srx, nullptr), 0);
+    ASSERT_EQ(fi_endpoint(s.domain, info, &s.ep, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &sc[i].stx->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &sc[i].srx->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &s.eq->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(s.ep), 0);
+  };
+  open_shared(0, cli.info);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
+  std::vector<unsigned char> ev;
+  open_shared(1, req);
+  fi_freeinfo(req);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  // Both ways: the receive is posted to the receiver's shared context.
+  for (int to = 0; to < 2; ++to) {
+    SCOPED_TRACE(to);
+    side &rx = *sides[to], &tx = *sides[1 - to];
+    std::vector<char> in(1000, 0), out(1000);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<char>(i * 7 + to);
+    ASSERT_EQ(fi_recv(sc[to].srx, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &in), 0);
+    ASSERT_EQ(fi_send(tx.ep, out.data(), out.size(), nullptr, 0, &out), 0);
+    fi_cq_tagged_entry ce{};
+    bool got_rx = false, got_tx = false;
+    for (auto t0 = clock_type::now(); !(got_rx && got_tx) && clock_type::now() - t0 < std::chrono::seconds(5);) {
+      if (!got_rx && fi_cq_read(rx.cq, &ce, 1) == 1) {
+        got_rx = true;
+        EXPECT_EQ(ce.op_context, &in);
+        EXPECT_EQ(ce.len, out.size());
+      }
+      if (!got_tx && fi_cq_read(tx.cq, &ce, 1) == 1) {
+        got_tx = true;
+        EXPECT_EQ(ce.op_context, &out);
+      }
+    }
+    EXPECT_TRUE(got_rx && got_tx);
+    EXPECT_EQ(in, out);
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_close(&sides[i]->ep->fid), 0);
+    sides[i]->ep = nullptr;
+    EXPECT_EQ(fi_close(&sc[i].srx->fid), 0);
+    EXPECT_EQ(fi_close(&sc[i].stx->fid), 0);
+  }
+}
+
+// "Passive and connection-oriented endpoints must be bound to an event
+// queue", before they are enabled: fi_enable, fi_connect and fi_accept of an
+// endpoint without one refuse (-FI_ENOEQ) and change nothing, so the EQ can
+// still be bound and the connection made.
+TEST(TcpCm, NoEventQueueIsRefusedBeforeAnythingChanges) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(fi_endpoint(cli.domain, cli.info, &cli.ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(cli.ep, &cli.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  EXPECT_EQ(fi_enable(cli.ep), -FI_ENOEQ);
+  EXPECT_EQ(fi_connect(cli.ep, &at, nullptr, 0), -FI_ENOEQ);
+  ASSERT_EQ(fi_ep_bind(cli.ep, &cli.eq->fid, 0), 0) << "the refused calls enabled nothing";
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(fi_endpoint(acc.domain, req, &acc.ep, nullptr), 0);
+  fi_freeinfo(req);
+  ASSERT_EQ(fi_ep_bind(acc.ep, &acc.cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  EXPECT_EQ(fi_accept(acc.ep, nullptr, 0), -FI_ENOEQ);
+  ASSERT_EQ(fi_ep_bind(acc.ep, &acc.eq->fid, 0), 0);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  uint32_t in = 0, out = 0xfeedbeef;
+  ASSERT_EQ(fi_recv(acc.ep, &in, sizeof in, nullptr, 0, nullptr), 0);
+  ASSERT_EQ(fi_send(cli.ep, &out, sizeof out, nullptr, 0, nullptr), 0);
+  fi_cq_tagged_entry ce;
+  bool got = false;
+  for (auto t0 = clock_type::now(); !got && clock_type::now() - t0 < std::chrono::seconds(5);) {
+    got = fi_cq_read(acc.cq, &ce, 1) == 1;
+    (void)fi_cq_read(cli.cq, &ce, 0);
+  }
+  ASSERT_TRUE(got);
+  EXPECT_EQ(in, out);
+}
+
+// Receives posted to an enabled MSG endpoint before fi_connect / fi_accept
+// wait for the connection and take its first messages, sent at once.
+TEST(TcpCm, ReceivesPostedBeforeTheConnection) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
+  cli.open_ep(cli.info);
+  char cli_in[2][16] = {}, acc_in[2][16] = {};
+  for (auto& b : cli_in) ASSERT_EQ(fi_recv(cli.ep, b, sizeof b, nullptr, 0, b), 0);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
+  std::vector<unsigned char> ev;
+  acc.open_ep(req);
+  fi_freeinfo(req);
+  for (auto& b : acc_in) ASSERT_EQ(fi_recv(acc.ep, b, sizeof b, nullptr, 0, b), 0);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  const char* words[2] = {"first", "second"};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(fi_send(acc.ep, words[i], strlen(words[i]) + 1, nullptr, 0, nullptr), 0);
+    ASSERT_EQ(fi_send(cli.ep, words[i], strlen(words[i]) + 1, nullptr, 0, nullptr), 0);
+  }
+  int got_cli = 0, got_acc = 0, sent = 0;
+  fi_cq_tagged_entry ce;
+  for (auto t0 = clock_type::now(); (got_cli < 2 || got_acc < 2 || sent < 4) &&
+                                    clock_type::now() - t0 < std::chrono::seconds(5);) {
+    for (side* s : {&cli, &acc})
+      while (fi_cq_read(s->cq, &ce, 1) == 1) {
+        if (ce.flags & FI_SEND) {
+          ++sent;
+          continue;
+        }
+        auto* b = static_cast<char(*)[16]>(ce.op_context);
+        const int i = s == &cli ? got_cli++ : got_acc++;
+        EXPECT_EQ(ce.len, strlen(words[i]) + 1);
+        EXPECT_EQ(static_cast<void*>(b), static_cast<void*>(s == &cli ? cli_in[i] : acc_in[i]));
+        EXPECT_STREQ(*b, words[i]) << "in posting order";
+      }
+  }
+  EXPECT_EQ(got_cli, 2);
+  EXPECT_EQ(got_acc, 2);
+  EXPECT_EQ(sent, 4);
+}
+
+// An MSG endpoint connects from its source address (src_addr in the info):
+// the acceptor sees the connection come from there.
+TEST(TcpCm, ConnectFromTheSourceAddress) {
+  side srv(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
+  fi_info* hints = fi_allocinfo();
+  hints->fabric_attr->prov_name = strdup("tcp");
+  hints->ep_attr->type = FI_EP_MSG;
+  hints->caps = FI_MSG;
+  hints->addr_format = FI_SOCKADDR_IN;
+  auto* from = static_cast<sockaddr_in*>(calloc(1, sizeof(sockaddr_in)));
+  from->sin_family = AF_INET;
+  from->sin_addr.s_addr = htonl(0x7f000003);  // 127.0.0.3: loopback, not the default
+  hints->src_addr = from;
+  hints->src_addrlen = sizeof *from;
+  fi_info* ci = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "1", 0, hints, &ci), 0);
+  fi_freeinfo(hints);
+  side cli(ci);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
+  cli.open_ep(cli.info);
+  fi_info* req = connect_request(srv, cli, at);
+  ASSERT_NE(req, nullptr);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(req->dest_addrlen, sizeof(sockaddr_in));
+  EXPECT_EQ(static_cast<sockaddr_in*>(req->dest_addr)->sin_addr.s_addr, htonl(0x7f000003));
+  acc.open_ep(req);
+  fi_freeinfo(req);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  sockaddr_in peer{};
+  size_t len = sizeof peer;
+  ASSERT_EQ(fi_getpeer(acc.ep, &peer, &len), 0);
+  EXPECT_EQ(peer.sin_addr.s_addr, htonl(0x7f000003));
+  EXPECT_EQ(name_of(&cli.ep->fid).sin_addr.s_addr, htonl(0x7f000003));
+}
+
 TEST(TcpCm, BadArguments) {
   side cli(tcp_info(FI_EP_MSG));
   ASSERT_EQ(fi_endpoint(cli.domain, cli.info, &cli.ep, nullptr), 0);
   sockaddr_in a{};
+  EXPECT_EQ(fi_connect(cli.ep, &a, nullptr, 0), -FI_EINVAL);  // no address family
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_EQ(fi_connect(cli.ep, &a, nullptr, 0), -FI_ENOCQ);  // enabling it fails: nothing bound
   ASSERT_EQ(fi_ep_bind(cli.ep, &cli.eq->fid, 0), 0);
   ASSERT_EQ(fi_ep_bind(cli.ep, &cli.cq->fid, FI_TRANSMIT | FI_RECV), 0);

@@ -99,6 +99,11 @@ TEST(TcpFrame, EveryValidOpDecodesInAnySplit) {
   r.flags = flag_rndv;
   r.aux = 1 << 20;
   ok.push_back({r, {}});
+  frame_hdr tx = hdr(op::tagged);  // transmit complete: acked on arrival
+  tx.flags = flag_ack_arrival;
+  tx.length = tx.aux = 64;
+  tx.id = 11;
+  ok.push_back({tx, {}});
   frame_hdr cts = hdr(op::cts);
   cts.aux = 5000;
   cts.id = 9;
@@ -250,6 +255,18 @@ TEST(TcpFrame, EveryRuleRejects) {
   x.flags = flag_rndv;
   x.aux = (1 << 20) + 1;
   add("rndv beyond msg_max", x);
+  x = hdr(op::msg);
+  x.flags = flag_ack_arrival | flag_rndv;
+  x.aux = 100;
+  add("ack_arrival on an announcement", x);
+  x = hdr(op::msg);
+  x.flags = flag_ack_arrival | flag_want_ack;
+  add("ack_arrival with want_ack", x);
+  x = hdr(op::write);
+  x.iov_count = 1;
+  x.length = 8;
+  x.flags = flag_ack_arrival;
+  add("ack_arrival on write", x, {{0, 8, 0}});
   x = hdr(op::cts);
   x.length = 1;
   add("payload on cts", x);

@@ -122,10 +122,11 @@ int lnx_domain::av_filled(av& a, uint64_t index, const void* addr, size_t len) n
   try {
     mirrors m = mirrors_of(a);
     if (!m.shm) return FI_EINVAL;
-    address peer;
-    if (!parse(addr, len, peer)) return FI_EINVAL;
     m.shm->erase_at(index);
     m.tcp->erase_at(index);
+    if (!len) return 0;  // an "any" entry (fi_av_insert of NULL): no path to it, for receives only
+    address peer;
+    if (!parse(addr, len, peer)) return FI_EINVAL;
     if (peer.tcp.family())
       if (int err = m.tcp->insert_at(index, &peer.tcp.ss, peer.tcp.len, index)) return err;
     if (peer.host == host && !peer.shm.empty()) {

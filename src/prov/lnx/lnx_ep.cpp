@@ -1,7 +1,7 @@
 // prov/lnx: the endpoint — two parts behind one fid_ep. Sends, RMA and
 // atomics take one branch on the peer's path (decided at fi_av_insert) and
 // go to the part's own data path; receives are the one matcher both parts
-// feed; progress drives both parts (an idle tcp part every 16th round:
+// feed; progress drives both parts (an idle tcp part every 256th round:
 // polling it costs a system call, shm's costs a few loads).
 #include <cstring>
 
@@ -17,6 +17,12 @@ namespace weft::lnx {
 namespace {
 
 constexpr size_t inject_max = std::min(shm::part_inject_max, tcp::part_inject_max);
+// An idle tcp part (no connection being read eagerly) is polled every this
+// many rounds: its round is an epoll_wait system call, which every 16th
+// round already cost shm's 8-byte latency about a tenth; a message that
+// wakes a cold connection waits at most this many rounds (microseconds),
+// and a busy connection is polled every round.
+constexpr uint32_t idle_tcp_every = 256;
 
 // FI_FENCE: a fenced operation waits for the earlier ones of both parts;
 // the part it goes to checks its own, this checks the other.
@@ -94,7 +100,7 @@ void progress(weft::endpoint& base) noexcept {
   if (!e.enabled) [[unlikely]]
     return;
   shm::part::progress(*e.shm);
-  if (!tcp::part::idle(*e.tcp) || (++e.rounds & 15) == 0) tcp::part::progress(*e.tcp);
+  if (!tcp::part::idle(*e.tcp) || (++e.rounds & (idle_tcp_every - 1)) == 0) tcp::part::progress(*e.tcp);
 }
 
 // fi_trywait: both parts arm (each puts its own fds in the wait objects).
@@ -150,27 +156,6 @@ fi_ops_cm cm_ops = {sizeof(fi_ops_cm),
                     WEFT_NOSYS(fi_ops_cm, shutdown),
                     coll_join};  // fi_join_collective (util/coll.hpp)
 
-// FI_OPT_MIN_MULTI_RECV reaches the parts too: they consume the buffers.
-int (*core_setopt)(fid_t, int, int, const void*, size_t) = nullptr;
-int setopt(fid_t f, int level, int optname, const void* optval, size_t optlen) noexcept {
-  int ret = core_setopt(f, level, optname, optval, optlen);
-  if (ret == 0 && level == FI_OPT_ENDPOINT && optname == FI_OPT_MIN_MULTI_RECV) {
-    ep& e = ep::of(ep_of(reinterpret_cast<fid_ep*>(f)));
-    ep_guard g(e);
-    e.shm->min_multi_recv = e.tcp->min_multi_recv = e.min_multi_recv;
-  }
-  return ret;
-}
-fi_ops_ep* ep_ops_of(const fi_ops_ep* core) {
-  static fi_ops_ep table = [core] {
-    fi_ops_ep t = *core;
-    core_setopt = core->setopt;
-    t.setopt = setopt;
-    return t;
-  }();
-  return &table;
-}
-
 // A part's fi_info: the part's template, with the whole's capabilities,
 // sizes and flags and its part of the address.
 info_ptr part_info(const domain& part, const fi_info& whole, uint64_t drop_caps) {
@@ -225,7 +210,6 @@ int endpoint_open(domain& dom, lnx_domain& ld, fi_info* info, fid_ep** out, void
   e->shm = shm::part::open(*ld.shm, si.get());
   e->tcp = tcp::part::open(*ld.tcp, ti.get());
   e->fid_.cm = &cm_ops;
-  e->fid_.ops = ep_ops_of(e->fid_.ops);
   ops<lnx_transport>::install(*e, ep_role::endpoint);
   dom.users_.add();
   *out = &e.release()->fid_;

@@ -53,13 +53,23 @@ int enable(endpoint& base) {
   e.cma = cfg.cma;
   e.split_enabled = cfg.split;
   e.map_mr = cfg.map_mr;
-  e.claim.claim(e.name);  // -FI_EADDRINUSE when another endpoint has the name
-  e.region.create(region_label(e.name), region_size);
+  e.peer_cap = peer_chunk;
+  region_create(e.region, e.name);
   region_init(e.region.base(), e.name, shm_domain::of(*e.dom).region.fd(), e.cma);
   e.me = region_view{e.region.base()};
   // Initiators send a notify after each RMA only when something here counts
   // it: remote counters (remote CQ data always comes with a notify).
   if (e.cntr_rwrite || e.cntr_rread) e.me.hdr()->rma_events.store(1, std::memory_order_release);
+  // The name last: a sender finds the region through it, so it must find
+  // the region ready (before, one that came between the claim and
+  // region_init was refused, and its send failed with FI_EIO).
+  try {
+    e.claim.claim(e.name);  // -FI_EADDRINUSE when another endpoint has the name
+  } catch (...) {
+    e.me = region_view{};
+    e.region.reset();
+    throw;
+  }
   open_bell(e);
   WEFT_DEBUG(FI_LOG_EP_CTRL, "shm: endpoint %s enabled (cma %d)", e.name.c_str(), e.cma);
   return 0;

@@ -2,8 +2,10 @@
 // points check the arguments and call send / inject_small; a send picks one
 // protocol by size and peer, each a short function below:
 //
-//   inline   <= 16 B, no delivery ack    the message rides in the cell header's line
-//   eager    <= 4 KiB                    one cell (acked for FI_DELIVERY_COMPLETE)
+//   inline   <= 16 B, no ack wanted      the message rides in the cell header's line
+//   eager    <= 4 KiB                    one cell (acked for FI_DELIVERY_COMPLETE when a
+//                                        receive took it, for FI_TRANSMIT_COMPLETE when the
+//                                        receiver took the cell)
 //   frag     <= 256 KiB, or without CMA  a stream of cells the receiver empties as we fill them
 //   rndv     larger, with CMA            a descriptor; the receiver pulls (split with us)
 //
@@ -22,9 +24,9 @@ namespace {
 
 enum class proto : uint8_t { inline_msg, eager, frag, rndv };
 
-inline proto select(size_t len, bool want_ack, const peer& p) noexcept {
+inline proto select(size_t len, uint32_t ack, const peer& p) noexcept {
   if (len <= inject_max) [[likely]]
-    return (len <= inline_max && !want_ack) ? proto::inline_msg : proto::eager;
+    return (len <= inline_max && !ack) ? proto::inline_msg : proto::eager;
   return (p.cma && len > eager_max) ? proto::rndv : proto::frag;
 }
 
@@ -55,13 +57,14 @@ inline ssize_t send_inline(ep& e, peer& p, const iovec* iov, size_t count, size_
   return 0;
 }
 
+// `ack`: 0, flag_want_ack or flag_ack_arrival (the send completes with the receiver's ack).
 ssize_t send_eager(ep& e, peer& p, const iovec* iov, size_t count, size_t len, const msg_head& m,
-                   void* context, uint64_t flags, bool want_ack) noexcept {
+                   void* context, uint64_t flags, uint32_t ack) noexcept {
   cell* c = claim_to(e, p);
   if (!c) [[unlikely]]
     return -FI_EAGAIN;
   request* r = nullptr;
-  if (want_ack && !(r = new_request(e, &p, req_kind::send, context, m.cq_flags, flags, len))) {
+  if (ack && !(r = new_request(e, &p, req_kind::send, context, m.cq_flags, flags, len))) {
     abandon_cell(p, c);
     return -FI_ENOMEM;
   }
@@ -76,9 +79,9 @@ ssize_t send_eager(ep& e, peer& p, const iovec* iov, size_t count, size_t len, c
   } else {
     iov_copy_from(iov, count, 0, c->payload, len);
   }
-  c->h.flags = static_cast<uint16_t>(m.cflags | (want_ack ? flag_want_ack : 0));
+  c->h.flags = static_cast<uint16_t>(m.cflags | ack);
   queue_commit(p.view(), c);
-  if (!want_ack) tx_done(e, context, m.cq_flags, flags, len);
+  if (!ack) tx_done(e, context, m.cq_flags, flags, len);
   return 0;
 }
 
@@ -163,12 +166,18 @@ ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag
   peer_ref to = peer_of(e, dest);
   if (!to.p) [[unlikely]]
     return unreachable(e, dest, to.why, context, m.cq_flags, flags);
-  const bool want_ack = (flags & FI_DELIVERY_COMPLETE) && !(flags & FI_INJECT);
-  switch (select(len, want_ack, *to.p)) {
+  // Delivery complete waits for the receive that takes the message,
+  // transmit complete for the receiver taking the cell (a fragmented or
+  // rendezvous message is acked once a receive has all of it), with
+  // FI_INJECT too (the payload is copied into the cell either way).
+  const uint32_t ack = (flags & FI_DELIVERY_COMPLETE)   ? flag_want_ack
+                       : (flags & FI_TRANSMIT_COMPLETE) ? flag_ack_arrival
+                                                         : 0;
+  switch (select(len, ack, *to.p)) {
     case proto::inline_msg:
       return send_inline(e, *to.p, iov, count, len, m, context, flags);
     case proto::eager:
-      return send_eager(e, *to.p, iov, count, len, m, context, flags, want_ack);
+      return send_eager(e, *to.p, iov, count, len, m, context, flags, ack);
     case proto::frag:
       return send_frag(e, *to.p, iov, count, len, m, context, flags);
     case proto::rndv:

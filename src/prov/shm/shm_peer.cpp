@@ -1,8 +1,11 @@
 // prov/shm: peers — mapping the endpoints we send to, the senders we hear
 // from (FI_SOURCE), and the cells we put into their queues.
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "prov/shm/shm.hpp"
@@ -11,23 +14,72 @@ namespace weft::shm {
 
 namespace {
 
-// Registers us in p's peer table; false when it is full.
+// Takes slot s of a peer table for the endpoint `name`: a free one
+// (state 0), or one whose sender `dead` is gone (state 2). A dead sender's
+// slot is taken with a CAS on its pid first, so two senders that found the
+// same dead one cannot both take it (nor take it after one of them has).
+bool take_slot(peer_slot& s, const std::string& name, int32_t dead) noexcept {
+  uint32_t expect = dead ? 2u : 0u;
+  const int32_t was = dead;
+  if (dead && !s.pid.compare_exchange_strong(dead, -self_pid(), std::memory_order_acq_rel)) return false;
+  if (!s.state.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) {
+    if (was) s.pid.store(was, std::memory_order_relaxed);  // not ours after all (a broken table)
+    return false;
+  }
+  s.pid.store(self_pid(), std::memory_order_relaxed);
+  memset(s.name, 0, sizeof s.name);
+  memcpy(s.name, name.c_str(), std::min(name.size(), name_max - 1));
+  s.state.store(2, std::memory_order_release);
+  return true;
+}
+
+// The process is gone (a zombie is not: its slot is taken once it is reaped).
+// One system call: a full table is scanned with it before it grows.
+bool gone(int32_t pid) noexcept {
+  return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+// Makes the file of a region (fd) at least `bytes` long. The region is
+// sealed against shrinking, so a racing grower that went further wins and a
+// slower one cannot undo it.
+bool grow_file(int fd, size_t bytes) noexcept {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return false;
+  if (static_cast<size_t>(st.st_size) >= bytes) return true;
+  if (ftruncate(fd, static_cast<off_t>(bytes)) == 0) return true;
+  return fstat(fd, &st) == 0 && static_cast<size_t>(st.st_size) >= bytes;
+}
+
+// Registers us in p's peer table (p.region's fd is still open): a free
+// slot, else the slot of a sender that is gone, else a new chunk of slots
+// (the memfd grows, then the header's count). False when the table is at
+// peer_slots_max with every sender alive, or the file cannot grow.
 bool register_with(ep& e, peer& p) noexcept {
   region_view r = p.view();
   peer_slot* slots = r.peers();
-  for (int pass = 0; pass < 2; ++pass) {
-    for (uint32_t i = 0; i < peer_slots; ++i) {
-      peer_slot& s = slots[i];
-      uint32_t expect = pass == 0 ? 0u : 2u;
-      if (pass == 1 && pid_alive(s.pid)) continue;  // reclaim only slots of dead senders
-      if (!s.state.compare_exchange_strong(expect, 1, std::memory_order_acq_rel)) continue;
-      s.pid = getpid();
-      memset(s.name, 0, sizeof s.name);
-      memcpy(s.name, e.name.c_str(), std::min(e.name.size(), name_max - 1));
-      s.state.store(2, std::memory_order_release);
-      p.slot = i;
-      return true;
+  const int fd = p.region.fd();
+  std::atomic<uint32_t>& count = r.hdr()->peer_count;
+  // Each round takes a slot or sees the table larger than the last one.
+  for (uint32_t round = 0; round <= peer_slots_max / peer_chunk + 1; ++round) {
+    uint32_t published = count.load(std::memory_order_acquire);
+    const uint32_t n = region_table_slots(r, fd);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (slots[i].state.load(std::memory_order_relaxed) == 0 && take_slot(slots[i], e.name, 0)) {
+        p.slot = i;
+        return true;
+      }
     }
+    for (uint32_t i = 0; i < n; ++i) {
+      const int32_t pid = slots[i].pid.load(std::memory_order_relaxed);
+      if (slots[i].state.load(std::memory_order_acquire) == 2 && gone(pid) && take_slot(slots[i], e.name, pid)) {
+        p.slot = i;
+        return true;
+      }
+    }
+    if (n >= peer_slots_max) return false;
+    const uint32_t want = std::min(n / peer_chunk * peer_chunk + peer_chunk, peer_slots_max);
+    if (!grow_file(fd, region_table_bytes(want))) return false;
+    if (published < want) count.compare_exchange_strong(published, want, std::memory_order_acq_rel);
   }
   return false;
 }
@@ -57,7 +109,9 @@ peer_ref peer_by_name(ep& e, const std::string& name) noexcept {
         return {nullptr, reach::gone};
     }
     p->cma = p->view().hdr()->cma && e.cma;
-    if (!register_with(e, *p)) return {nullptr, reach::gone};
+    const bool registered = register_with(e, *p);
+    p->region.close_fd();  // kept open for registering only
+    if (!registered) return {nullptr, reach::gone};
     peer* raw = p.get();
     if (it != e.by_name.end()) e.retired.push_back(std::move(it->second));
     e.by_name[name] = std::move(p);
@@ -158,8 +212,14 @@ ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq
   }
 }
 
+bool peer_slot_known(ep& e, uint32_t slot) noexcept {
+  if (slot < e.peer_cap) return true;
+  e.peer_cap = std::max(e.peer_cap, region_table_slots(e.me, e.region.fd()));
+  return slot < e.peer_cap;
+}
+
 peer* sender_of(ep& e, uint32_t slot) noexcept {
-  if (slot >= peer_slots) return nullptr;
+  if (!peer_slot_known(e, slot)) return nullptr;
   peer_slot& s = e.me.peers()[slot];
   if (s.state.load(std::memory_order_acquire) != 2) return nullptr;
   char name[name_max];
@@ -169,10 +229,29 @@ peer* sender_of(ep& e, uint32_t slot) noexcept {
 }
 
 fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
-  if (slot >= peer_slots || !e.av) return FI_ADDR_NOTAVAIL;
+  if (!e.av || !peer_slot_known(e, slot)) return FI_ADDR_NOTAVAIL;
   peer_slot& s = e.me.peers()[slot];
-  int32_t pid = s.pid;
-  if (e.src_cache[slot] != FI_ADDR_NOTAVAIL && e.src_pid[slot] == pid) return e.src_cache[slot];
+  const int32_t pid = s.pid.load(std::memory_order_relaxed);
+  // This slot's cache entry: inline, in src_more (grown to the table's
+  // size), or, with no memory to grow it, a local one (answered from the AV
+  // each time).
+  ep::src_entry none{};
+  fi_addr_t* cached = &none.addr;
+  int32_t* cached_pid = &none.pid;
+  if (slot < src_inline) {
+    cached = &e.src_cache[slot];
+    cached_pid = &e.src_pid[slot];
+  } else {
+    const size_t i = slot - src_inline;
+    try {
+      if (i >= e.src_more.size()) e.src_more.resize(e.peer_cap - src_inline);
+      cached = &e.src_more[i].addr;
+      cached_pid = &e.src_more[i].pid;
+    } catch (...) {
+      // No memory: the local entry, not kept.
+    }
+  }
+  if (*cached != FI_ADDR_NOTAVAIL && *cached_pid == pid) return *cached;
   char addr[name_max + 16];
   memcpy(addr, shm_prefix, shm_prefix_len);
   size_t plen = shm_prefix_len;
@@ -184,8 +263,8 @@ fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
   fi_addr_t a = e.av->find(addr, len + 1);
   if (a == FI_ADDR_NOTAVAIL) a = e.av->find(addr, len);
   if (a != FI_ADDR_NOTAVAIL) {
-    e.src_cache[slot] = a;
-    e.src_pid[slot] = pid;
+    *cached = a;
+    *cached_pid = pid;
   }
   return a;
 }

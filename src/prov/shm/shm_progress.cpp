@@ -132,7 +132,6 @@ inline bool is_message(const cell_hdr& h) noexcept {
 // before anything indexes memory with them (a hostile or broken peer gets
 // its cell dropped, never an out-of-bounds access).
 [[gnu::cold, gnu::noinline]] bool cell_sane_slow(const cell_hdr& h) noexcept {
-  if (h.src >= peer_slots) return false;
   switch (h.opcode) {
     case op::msg:
       return (h.flags & flag_inline) ? h.size <= inline_max : (h.len == h.size && h.size <= inject_max);
@@ -160,9 +159,12 @@ inline bool is_message(const cell_hdr& h) noexcept {
   }
 }
 
-inline bool cell_sane(const cell_hdr& h) noexcept {
+inline bool cell_sane(ep& e, const cell_hdr& h) noexcept {
+  // A slot past our peer table (as far as we knew it: senders grow it).
+  if (h.src >= e.peer_cap && !peer_slot_known(e, h.src)) [[unlikely]]
+    return false;
   if ((h.flags & flag_inline) && h.opcode == op::msg) [[likely]]
-    return h.size <= inline_max && h.src < peer_slots;
+    return h.size <= inline_max;
   return cell_sane_slow(h);
 }
 
@@ -210,8 +212,8 @@ void check_liveness(ep& e) noexcept {
     if (!pid_alive(kv.second->pid)) kv.second->dead = true;
   // Receives being filled by a sender that died.
   for (auto it = e.assemblies.begin(); it != e.assemblies.end();) {
-    peer_slot& s = e.me.peers()[it->src_slot];
-    if (!pid_alive(s.pid)) {
+    peer_slot& s = e.me.peers()[it->src_slot];  // a slot cell_sane let in
+    if (!pid_alive(s.pid.load(std::memory_order_relaxed))) {
       if (!it->ux)
         rx_finish(e, it->recv, recv_cq_flags(it->flags & flag_tagged, it->flags & flag_remote_cq_data), 0, 0,
                   FI_EIO, nullptr, it->data, it->tag, it->src);
@@ -239,7 +241,7 @@ void progress(ep& e) noexcept {
     for (int n = 0; n < 64; ++n) {
       cell* c = queue_peek(e.me, e.unreleased);
       if (!c) break;
-      if (!cell_sane(c->h)) [[unlikely]] {
+      if (!cell_sane(e, c->h)) [[unlikely]] {
         WEFT_WARN(FI_LOG_EP_DATA, "shm: dropped a malformed cell (op %d) from slot %u",
                   static_cast<int>(c->h.opcode), static_cast<unsigned>(c->h.src));
         e.unreleased++;

@@ -10,9 +10,12 @@
 // labelled the same way (the same permission check as ptrace reads).
 //
 //   endpoint region  (one per enabled endpoint)
-//     [header | peer table | split slots | receive queue]
+//     [header | split slots | receive queue | peer table ...]
 //     The receive queue is a bounded multi-producer single-consumer ring of
 //     fixed-size cells: any peer appends commands, only the owner consumes.
+//     The peer table (one slot per sender) is last and grows: a sender that
+//     finds no free slot extends the memfd by a chunk of slots and publishes
+//     the new count in the header (see region_hdr::peer_count).
 //
 //   domain region    (one per domain; its fd number is in each endpoint header)
 //     [header | registration table]
@@ -36,12 +39,13 @@ namespace weft::shm {
 inline constexpr size_t cacheline = 64;
 inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
-inline constexpr uint32_t proto_version = 5;
+inline constexpr uint32_t proto_version = 6;
 
 inline constexpr size_t name_max = 64;            // an endpoint name, NUL included
 inline constexpr size_t inject_max = 4096;        // payload bytes in one cell
 inline constexpr uint32_t queue_cells = 256;      // ring depth (power of two)
-inline constexpr uint32_t peer_slots = 256;       // senders one endpoint can hear from
+inline constexpr uint32_t peer_chunk = 64;        // peer slots a region starts with, and grows by
+inline constexpr uint32_t peer_slots_max = 65536; // live senders one endpoint can hear from (cell_hdr::src)
 inline constexpr uint32_t mr_table_slots = 8192;  // registrations per domain (power of two)
 inline constexpr size_t iov_max = 4;
 inline constexpr size_t eager_max = 262144;  // larger messages use a CMA rendezvous (split)
@@ -79,6 +83,7 @@ inline constexpr uint32_t flag_read = 1u << 5;            // notify: the RMA was
 inline constexpr uint32_t flag_fetch = 1u << 6;           // atomic: fetch form
 inline constexpr uint32_t flag_compare = 1u << 7;         // atomic: compare form
 inline constexpr uint32_t flag_inline = 1u << 8;          // msg: the payload is in cell_hdr::inl
+inline constexpr uint32_t flag_ack_arrival = 1u << 9;     // msg: op::ack once the receiver took the cell (transmit complete)
 
 // One cell of a receive queue. The header is one cache line; a message of
 // up to inline_max bytes travels inside it (flag_inline), so a small send
@@ -116,7 +121,8 @@ static_assert(offsetof(cell_hdr, src) == 12 && offsetof(cell_hdr, flags) == 14 &
               offsetof(cell_hdr, tag) == 16 && offsetof(cell_hdr, id) == 40 &&
               offsetof(cell_hdr, inl) == 40 && offsetof(cell_hdr, len) == 48 &&
               offsetof(cell_hdr, producer) == 56);
-static_assert(peer_slots <= 65536, "src is 16 bits");
+static_assert(peer_slots_max <= 65536, "src is 16 bits");
+static_assert(peer_slots_max % peer_chunk == 0);
 
 struct cell {
   cell_hdr h;
@@ -218,15 +224,21 @@ struct alignas(cacheline) region_hdr {
   std::atomic<uint32_t> state;  // region_state
   uint32_t queue_cells;
   uint32_t cell_size;
-  uint32_t peer_slots;
-  uint64_t size;       // bytes mapped
-  uint64_t peers_off;  // offset of the peer table
+  uint32_t peer_max;   // peer_slots_max: the table never grows past it
+  uint64_t size;       // bytes at creation (the memfd only grows from there)
+  uint64_t peers_off;  // offset of the peer table (the end of the fixed part)
   uint64_t queue_off;  // offset of the cells
   uint32_t inject_size;
   uint32_t cma;         // the owner may be accessed with CMA (1) or not (0)
   char name[name_max];  // the endpoint's name
   int32_t domain_fd;    // the owner's fd of its domain region
-  uint32_t reserved1[15];
+  // Peer slots published: a multiple of peer_chunk. A sender that grows the
+  // table first extends the memfd (ftruncate) to cover the new slots, then
+  // raises this count (CAS), so a count never names bytes the file lacks.
+  // Readers still bound it by the file's size (region_table_slots): the
+  // memfd is sealed against shrinking, so a slot once inside stays inside.
+  std::atomic<uint32_t> peer_count;
+  uint32_t reserved1[14];
   std::atomic<uint32_t> rma_events;  // the owner wants notify for RMA it is the target of
   uint32_t reserved[15];
 };
@@ -248,17 +260,27 @@ static_assert(sizeof(queue_ctl) == 2 * cacheline);
 // endpoint; the slot index travels in every cell (cell_hdr::src).
 struct peer_slot {
   std::atomic<uint32_t> state;  // 0 free, 1 being written, 2 valid
-  int32_t pid;
+  std::atomic<int32_t> pid;     // the sender; taking a dead sender's slot starts with a CAS on it
   uint64_t reserved;
   char name[name_max];  // the sender's endpoint name (NUL terminated)
 };
 static_assert(sizeof(peer_slot) == name_max + 16);
 
-inline constexpr size_t region_peers_off = sizeof(region_hdr) + sizeof(queue_ctl);
-inline constexpr size_t region_split_off = region_peers_off + peer_slots * sizeof(peer_slot);
+// The fixed part, then the peer table. A region is created with its first
+// chunk of peer slots (region_size bytes); every process maps
+// region_map_size bytes, the most the table can grow to, so growth never
+// moves a mapping: the pages past the end of the memfd are only touched
+// once the file covers them.
+inline constexpr size_t region_split_off = sizeof(region_hdr) + sizeof(queue_ctl);
 inline constexpr size_t region_queue_off = region_split_off + split_slots * sizeof(split_slot);
-inline constexpr size_t region_size = region_queue_off + size_t{queue_cells} * sizeof(cell);
-static_assert(region_peers_off % cacheline == 0 && region_queue_off % cacheline == 0);
+inline constexpr size_t region_peers_off = region_queue_off + size_t{queue_cells} * sizeof(cell);
+inline constexpr size_t region_table_bytes(uint32_t slots) {
+  return region_peers_off + size_t{slots} * sizeof(peer_slot);
+}
+inline constexpr size_t region_size = region_table_bytes(peer_chunk);
+inline constexpr size_t region_map_size = region_table_bytes(peer_slots_max);
+static_assert(region_split_off % cacheline == 0 && region_queue_off % cacheline == 0 &&
+              region_peers_off % cacheline == 0);
 
 // The domain region's registration table: open addressing by key, each slot
 // guarded by a sequence lock (odd while being written).

@@ -183,7 +183,7 @@ arrival handle_message(ep& e, cell* c) noexcept {
       case op::msg:
         deliver_bytes(e, list, it, tagged, (h.flags & flag_inline) ? h.inl : c->payload, h.size, h.flags,
                       h.tag, data, src);
-        if (h.flags & flag_want_ack) send_ack(e, h.src, h.id, 0);
+        if (h.flags & (flag_want_ack | flag_ack_arrival)) send_ack(e, h.src, h.id, 0);
         return arrival::done;
       case op::rndv: {
         rndv_desc d;
@@ -219,6 +219,7 @@ arrival handle_message(ep& e, cell* c) noexcept {
   u->bytes.resize(h.size);
   if (h.opcode == op::msg) {
     if (h.size) memcpy(u->bytes.data(), (h.flags & flag_inline) ? h.inl : c->payload, h.size);
+    if (h.flags & flag_ack_arrival) send_ack(e, h.src, h.id, 0);  // transmit complete: it is ours now
     return arrival::done;
   }
   u->complete = false;
@@ -278,8 +279,8 @@ void poll_splits(ep& e) noexcept {
         continue;  // the sender took it just now
       }
     } else if (st == split_sender) {
-      peer_slot& ps = e.me.peers()[s.src_slot];
-      if (!pid_alive(ps.pid)) {  // died while copying: the part may be torn
+      peer_slot& ps = e.me.peers()[s.src_slot];  // a slot cell_sane let in
+      if (!pid_alive(ps.pid.load(std::memory_order_relaxed))) {  // died while copying: the part may be torn
         finish_split(e, s, FI_EIO);
         it = e.splits.erase(it);
         continue;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -99,25 +100,26 @@ std::vector<std::string> names_on_host() {
 }
 
 // ------------------------------------------------------------------ mappings
-void mapping::create(const std::string& label, size_t size) {
+void mapping::create(const std::string& label, size_t size, size_t map_size, bool seal) {
   reset();
-  int fd = memfd_create(label.c_str(), MFD_CLOEXEC);
+  map_size = std::max(map_size, size);
+  int fd = memfd_create(label.c_str(), MFD_CLOEXEC | (seal ? MFD_ALLOW_SEALING : 0));
   if (fd < 0) fail(FI_ENOMEM, "shm: cannot create a region");
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0 || (seal && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0)) {
     ::close(fd);
     fail(FI_ENOMEM, "shm: cannot size a region");
   }
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = mmap(nullptr, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     ::close(fd);
     fail(FI_ENOMEM, "shm: cannot map a region");
   }
   base_ = static_cast<unsigned char*>(p);
-  size_ = size;
+  size_ = map_size;
   fd_ = fd;
 }
 
-bool mapping::open(int32_t pid, int fd, size_t min_size) noexcept {
+bool mapping::open(int32_t pid, int fd, size_t min_size, size_t map_size, bool keep_fd) noexcept {
   reset();
   if (pid <= 0 || fd < 0) return false;
   char path[64];
@@ -130,12 +132,24 @@ bool mapping::open(int32_t pid, int fd, size_t min_size) noexcept {
     ::close(own);
     return false;
   }
-  void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
-  ::close(own);
-  if (p == MAP_FAILED) return false;
+  const size_t len = std::max(static_cast<size_t>(st.st_size), map_size);
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, own, 0);
+  if (p == MAP_FAILED) {
+    ::close(own);
+    return false;
+  }
+  if (keep_fd)
+    fd_ = own;
+  else
+    ::close(own);
   base_ = static_cast<unsigned char*>(p);
-  size_ = static_cast<size_t>(st.st_size);
+  size_ = len;
   return true;
+}
+
+void mapping::close_fd() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 void mapping::reset() noexcept {
@@ -179,7 +193,9 @@ void name_claim::claim(const std::string& name) {
 
 void name_claim::drain() noexcept {
   if (fd_ < 0) return;
-  for (int i = 0; i < 64; ++i) {
+  // Bounded, but enough for a burst of new senders: one still in the
+  // listen backlog is told "not yet" (-FI_EAGAIN) when the backlog is full.
+  for (int i = 0; i < 1024; ++i) {
     int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) break;
     ::close(c);
@@ -299,9 +315,13 @@ found open_region(const std::string& name, mapping& m, int32_t* pid) noexcept {
     if (refused) return found::refused;
     if (!owner) return found::absent;
     int fd = find_memfd(owner, region_label(name));
-    if (fd < 0 || !m.open(owner, fd, region_size)) return pid_alive(owner) ? found::refused : found::absent;
+    if (fd < 0 || !m.open(owner, fd, region_size, region_map_size, true))
+      return pid_alive(owner) ? found::refused : found::absent;
     region_hdr* h = region_view{m.base()}.hdr();
-    if (h->magic != region_magic || h->version != proto_version || h->pid != owner) {
+    // The seal keeps every byte we may touch inside the file (a region that
+    // could shrink under us could fault us).
+    if (h->magic != region_magic || h->version != proto_version || h->pid != owner ||
+        !(fcntl(m.fd(), F_GET_SEALS) & F_SEAL_SHRINK)) {
       m.reset();
       return found::refused;
     }
@@ -385,6 +405,19 @@ bool cma_usable(bool disabled) noexcept {
   return usable;
 }
 
+// ------------------------------------------------------------------ regions
+void region_create(mapping& m, const std::string& name) {
+  m.create(region_label(name), region_size, region_map_size, true);
+}
+
+uint32_t region_table_slots(region_view r, int fd) noexcept {
+  const uint32_t published = std::min(r.hdr()->peer_count.load(std::memory_order_acquire), peer_slots_max);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < region_peers_off) return 0;
+  const size_t in_file = (static_cast<size_t>(st.st_size) - region_peers_off) / sizeof(peer_slot);
+  return static_cast<uint32_t>(std::min<size_t>(published, in_file));
+}
+
 // ------------------------------------------------------------------ queue
 void region_init(unsigned char* base, const std::string& name, int domain_fd, bool cma) noexcept {
   region_view r{base};
@@ -393,7 +426,8 @@ void region_init(unsigned char* base, const std::string& name, int domain_fd, bo
   h->pid = getpid();
   h->queue_cells = queue_cells;
   h->cell_size = sizeof(cell);
-  h->peer_slots = peer_slots;
+  h->peer_max = peer_slots_max;
+  h->peer_count.store(peer_chunk, std::memory_order_relaxed);
   h->size = region_size;
   h->peers_off = region_peers_off;
   h->queue_off = region_queue_off;

@@ -212,10 +212,18 @@ fi_ops_cm pep_cm = {sizeof(fi_ops_cm),
                     WEFT_NOSYS(fi_ops_cm, shutdown),
                     WEFT_NOSYS(fi_ops_cm, join)};
 
+// FI_OPT_CM_DATA_SIZE: the most data a connection request carries.
+int pep_getopt(fid_t, int level, int optname, void* optval, size_t* optlen) noexcept {
+  return opt_get(opt_target{nullptr, true, cm_data_max}, level, optname, optval, optlen);
+}
+int pep_setopt(fid_t, int level, int optname, const void* optval, size_t optlen) noexcept {
+  return opt_set(opt_target{nullptr, true, cm_data_max}, level, optname, optval, optlen);
+}
+
 fi_ops_ep pep_ep_ops = {sizeof(fi_ops_ep),
                         WEFT_NOSYS(fi_ops_ep, cancel),
-                        WEFT_NOSYS(fi_ops_ep, getopt),
-                        WEFT_NOSYS(fi_ops_ep, setopt),
+                        pep_getopt,
+                        pep_setopt,
                         WEFT_NOSYS(fi_ops_ep, tx_ctx),
                         WEFT_NOSYS(fi_ops_ep, rx_ctx),
                         WEFT_NOSYS(fi_ops_ep, rx_size_left),
@@ -259,15 +267,27 @@ int ep_getpeer(fid_ep* f, void* addr, size_t* addrlen) noexcept {
 int ep_connect(fid_ep* f, const void* addr, const void* param, size_t paramlen) noexcept {
   ep& e = msg_ep(&f->fid);
   if (!addr || paramlen > cm_data_max || (paramlen && !param)) return -FI_EINVAL;
-  if (int ret = fi_enable(f)) return ret;
-  ep_guard g(e);
-  if (!e.eq) return -FI_ENOEQ;
-  if (e.msg_conn) return -FI_EISCONN;
   sock_addr to;
   const size_t len = e.dom->addr_format == FI_SOCKADDR_IN6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
   if (sock_addr::from(addr, len, to)) return -FI_EINVAL;
+  {
+    ep_guard g(e);
+    if (e.msg_conn) return -FI_EISCONN;
+  }
+  // Enabling checks the bindings (an EQ among them) before it changes
+  // anything: a refused connect leaves the endpoint open to binds.
+  if (int ret = fi_enable(f)) return ret;
+  ep_guard g(e);
+  if (e.msg_conn) return -FI_EISCONN;
+  // The connection leaves from the endpoint's address (src_addr,
+  // fi_setname): not the wildcard with no port (nothing to bind), and not a
+  // loopback address toward another host (fi_getinfo's default without a
+  // node, which could reach nothing there).
+  const bool bind_name = e.named && !(e.name.any() && !e.name.port()) && e.name.family() == to.family() &&
+                         !(e.name.loopback() && !to.loopback());
   conn* c = nullptr;
-  if (int ret = e.poll->connect(e.owner, e.cfg, to, param, paramlen, &c)) return ret;
+  if (int ret = e.poll->connect(e.owner, e.cfg, to, param, paramlen, &c, bind_name ? &e.name : nullptr))
+    return ret;
   e.msg_conn = c;
   return 0;
 }
@@ -275,9 +295,12 @@ int ep_connect(fid_ep* f, const void* addr, const void* param, size_t paramlen) 
 int ep_accept(fid_ep* f, const void* param, size_t paramlen) noexcept {
   ep& e = msg_ep(&f->fid);
   if (paramlen > cm_data_max || (paramlen && !param)) return -FI_EINVAL;
-  if (int ret = fi_enable(f)) return ret;
+  {
+    ep_guard g(e);
+    if (!e.pending_accept) return e.msg_conn ? -FI_EISCONN : -FI_EINVAL;
+  }
+  if (int ret = fi_enable(f)) return ret;  // as in ep_connect
   ep_guard g(e);
-  if (!e.eq) return -FI_ENOEQ;
   if (!e.pending_accept) return e.msg_conn ? -FI_EISCONN : -FI_EINVAL;
   conn* c = e.pending_accept;
   if (int ret = c->accept(param, paramlen)) return ret;

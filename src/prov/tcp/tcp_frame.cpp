@@ -47,8 +47,8 @@ inline bool gather(unsigned char* buf, uint32_t& have, uint32_t need, const unsi
 // Flags each op may carry; index = op.
 constexpr uint8_t allowed_flags[static_cast<size_t>(op::max)] = {
     0,                                                         // none
-    flag_cq_data | flag_want_ack | flag_rndv,                  // msg
-    flag_cq_data | flag_want_ack | flag_rndv,                  // tagged
+    flag_cq_data | flag_want_ack | flag_rndv | flag_ack_arrival,  // msg
+    flag_cq_data | flag_want_ack | flag_rndv | flag_ack_arrival,  // tagged
     0,                                                         // cts
     flag_last | flag_want_ack,                                 // rndv_data
     flag_cq_data | flag_want_ack,                              // write
@@ -104,6 +104,8 @@ int frame_check(const frame_hdr& h, const frame_limits& lim, const char** why) n
   switch (o) {
     case op::msg:
     case op::tagged:
+      if ((h.flags & flag_ack_arrival) && (h.flags & (flag_rndv | flag_want_ack)))
+        return bad(why, "ack_arrival with rndv or want_ack");
       if (h.flags & flag_rndv) {
         if (h.length) return bad(why, "payload on a rendezvous announcement");
         if (h.aux > lim.msg_max) return bad(why, "message larger than msg_max");

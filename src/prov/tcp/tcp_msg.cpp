@@ -45,7 +45,16 @@ ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag
     return ret;
   link* lk = rt.c ? link_of(e, *rt.c) : nullptr;
   const bool eager = eager_ok(lk, len);
-  const bool want_ack = (flags & FI_DELIVERY_COMPLETE) && !(flags & FI_INJECT);
+  // Completion levels (docs/tcp-protocol.md, "Completions"): delivery
+  // complete waits for the target's ack of the receive that took the
+  // message, transmit complete for its ack of the message's arrival in the
+  // target endpoint (a rendezvous message arrives in its receive: the same
+  // ack), inject complete (and no level) only for the socket. FI_INJECT
+  // copies the payload first and changes none of that.
+  const bool delivery = flags & FI_DELIVERY_COMPLETE;
+  const bool transmit = !delivery && (flags & FI_TRANSMIT_COMPLETE);
+  const bool want_ack = delivery || (transmit && !eager);
+  const bool ack_arrival = transmit && eager;
   request* r = new_request(e, req_kind::send, context, cq_flags, flags, len);
   if (!r) [[unlikely]]
     return -FI_EAGAIN;
@@ -60,14 +69,15 @@ ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag
   frame_hdr h{};
   h.op = static_cast<uint8_t>(Tagged ? op::tagged : op::msg);
   h.flags = static_cast<uint8_t>(((flags & FI_REMOTE_CQ_DATA) ? flag_cq_data : 0) |
-                                 (want_ack ? flag_want_ack : 0) | (eager ? 0 : flag_rndv));
+                                 (want_ack ? flag_want_ack : 0) | (ack_arrival ? flag_ack_arrival : 0) |
+                                 (eager ? 0 : flag_rndv));
   h.length = eager ? len : 0;
   h.id = r->id;
   h.tag = Tagged ? tag : 0;
   h.data = (flags & FI_REMOTE_CQ_DATA) ? data : 0;
   h.aux = len;
   r->rndv = !eager;
-  r->answered = !want_ack;
+  r->answered = !want_ack && !ack_arrival;
   if (r->out.tx.prepare(swap_hdr(h), nullptr, r->iov, eager ? r->iov_count : 0)) [[unlikely]] {
     e.requests.release(r);
     return -FI_EINVAL;
@@ -294,7 +304,7 @@ void msg_payload(ep& e, link& lk, const frame_hdr& h, uint64_t landed) noexcept 
   const uint64_t size = h.aux;
   if (lk.kind == rx_kind::expected) {
     rx_finish(e, lk.recv, lk.cq_flags, landed, size, 0, lk.l.buf, h.data, h.tag, lk.msg_src);
-    if (h.flags & flag_want_ack) ack(e, lk, h.id, 0);
+    if (h.flags & (flag_want_ack | flag_ack_arrival)) ack(e, lk, h.id, 0);
     give_credit(e, lk, size);
     return;
   }
@@ -306,7 +316,7 @@ void msg_payload(ep& e, link& lk, const frame_hdr& h, uint64_t landed) noexcept 
     iov_copy_to(l.iov, l.count, 0, lk.buf.data(), n);
     const uint64_t flags = recv_cq_flags(tagged, h.flags & flag_cq_data) | consume_taken(e, lk.recv, n);
     rx_finish(e, lk.recv, flags, n, size, 0, l.buf, h.data, h.tag, lk.msg_src);
-    if (h.flags & flag_want_ack) ack(e, lk, h.id, 0);
+    if (h.flags & (flag_want_ack | flag_ack_arrival)) ack(e, lk, h.id, 0);
     give_credit(e, lk, size);
     return;
   }
@@ -316,6 +326,8 @@ void msg_payload(ep& e, link& lk, const frame_hdr& h, uint64_t landed) noexcept 
     u->complete = true;
     lk.ux = nullptr;
   }
+  // Transmit complete: the message is in this endpoint now, taken or not.
+  if (h.flags & flag_ack_arrival) ack(e, lk, h.id, 0);
 }
 
 void cts_frame(ep& e, link& lk, const frame_hdr& h) noexcept {
@@ -333,7 +345,9 @@ void cts_frame(ep& e, link& lk, const frame_hdr& h) noexcept {
   }
   frame_hdr d{};
   d.op = static_cast<uint8_t>(op::rndv_data);
-  d.flags = static_cast<uint8_t>(flag_last | ((r->op_flags & FI_DELIVERY_COMPLETE) ? flag_want_ack : 0));
+  // The data lands in the receive: its ack is the delivery and the transmit completion.
+  d.flags = static_cast<uint8_t>(
+      flag_last | ((r->op_flags & (FI_DELIVERY_COMPLETE | FI_TRANSMIT_COMPLETE)) ? flag_want_ack : 0));
   d.id = r->id;
   d.length = n;
   d.aux = 0;

@@ -134,11 +134,11 @@ void poller::reap() noexcept {
 
 // ------------------------------------------------------------ opening
 int poller::connect(conn_owner& owner, std::shared_ptr<const conn_config> cfg, const sock_addr& to,
-                    const void* cm, size_t cm_len, conn** out) noexcept {
+                    const void* cm, size_t cm_len, conn** out, const sock_addr* from) noexcept {
   if (!cfg || !out || cm_len > cm_data_max || (cm_len && !cm)) return -FI_EINVAL;
   if (cfg->auth_key.size() > auth_key_max || cfg->rx_stage < sizeof(frame_hdr)) return -FI_EINVAL;
   scoped_fd fd;
-  if (int rc = sock_connect(to, fd)) return rc;
+  if (int rc = sock_connect(to, fd, from)) return rc;
   sock_nodelay(fd.get());
   sock_bufsizes(fd.get(), cfg->sndbuf, cfg->rcvbuf);
   sock_liveness(fd.get(), cfg->user_timeout_ms, cfg->keepalive_s);

@@ -78,7 +78,7 @@ public:
   // may be sent at once: they wait in the queue for the handshake. cm data
   // (at most cm_data_max bytes) travels in the hello. 0 or -FI_E*.
   int connect(conn_owner& owner, std::shared_ptr<const conn_config> cfg, const sock_addr& to, const void* cm,
-              size_t cm_len, conn** out) noexcept;
+              size_t cm_len, conn** out, const sock_addr* from = nullptr) noexcept;
 
   // Listens on `addr` (port 0: an ephemeral port, see listener::addr()).
   // Connections it accepts get `owner` (on_connreq) and `cfg`.

@@ -40,7 +40,7 @@ constexpr T le(T v) noexcept {
 
 // ------------------------------------------------------------ versions and limits
 inline constexpr uint64_t wire_magic = 0x7063742d74666577ULL;  // the bytes "weft-tcp"
-inline constexpr uint16_t proto_version = 1;
+inline constexpr uint16_t proto_version = 2;  // 2: flag_ack_arrival
 
 inline constexpr size_t cm_data_max = 256;       // FI_OPT_CM_DATA_SIZE: private data per CM message
 inline constexpr size_t auth_key_max = 64;       // auth_key bytes (domain/endpoint attribute)
@@ -184,6 +184,10 @@ inline constexpr uint8_t flag_rndv = 1u << 2;      // msg/tagged: rendezvous ann
 inline constexpr uint8_t flag_fetch = 1u << 3;     // atomic: fetch form
 inline constexpr uint8_t flag_compare = 1u << 4;   // atomic: compare form
 inline constexpr uint8_t flag_last = 1u << 5;      // rndv_data: the last piece
+// msg/tagged, eager: the initiator wants op::ack for `id` once the payload
+// is in the target endpoint (its process read it: transmit complete), not
+// only once a receive took it (flag_want_ack: delivery complete).
+inline constexpr uint8_t flag_ack_arrival = 1u << 6;
 
 // One header per operation, 48 bytes. Fields an op does not use must be
 // zero (checked), so they can take a meaning in a later version.

@@ -40,6 +40,13 @@ bool sock_addr::any() const noexcept {
   return false;
 }
 
+bool sock_addr::loopback() const noexcept {
+  if (family() == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr.s_addr) >> 24) == 127;
+  if (family() == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr);
+  return false;
+}
+
 std::string sock_addr::str() const {
   char host[INET6_ADDRSTRLEN] = "?";
   if (family() == AF_INET) {
@@ -215,11 +222,13 @@ int sock_listen(const sock_addr& addr, int backlog, scoped_fd& out, sock_addr& b
   return 0;
 }
 
-int sock_connect(const sock_addr& to, scoped_fd& out) noexcept {
+int sock_connect(const sock_addr& to, scoped_fd& out, const sock_addr* from) noexcept {
   if (to.family() != AF_INET && to.family() != AF_INET6) return -FI_EINVAL;
   if (to.port() == 0 || to.any()) return -FI_EINVAL;
+  if (from && from->family() != to.family()) return -FI_EINVAL;
   scoped_fd fd;
   if (int rc = new_socket(to.family(), fd)) return rc;
+  if (from && ::bind(fd.get(), from->sa(), from->len)) return fi_errno(errno);
   if (::connect(fd.get(), to.sa(), to.len) && errno != EINPROGRESS) return fi_errno(errno);
   out = std::move(fd);
   return 0;

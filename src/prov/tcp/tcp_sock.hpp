@@ -53,7 +53,8 @@ struct sock_addr {
   sockaddr* sa() noexcept { return reinterpret_cast<sockaddr*>(&ss); }
   uint16_t port() const noexcept;
   void set_port(uint16_t port) noexcept;
-  bool any() const noexcept;  // the wildcard address (0.0.0.0 or ::)
+  bool any() const noexcept;       // the wildcard address (0.0.0.0 or ::)
+  bool loopback() const noexcept;  // 127.0.0.0/8 or ::1
   std::string str() const;    // "1.2.3.4:5" or "[::1]:5"
 
   // From a sockaddr_in (16 bytes) or sockaddr_in6 (28 bytes) in [p, p + n):
@@ -105,7 +106,8 @@ int sock_listen(const sock_addr& addr, int backlog, scoped_fd& out, sock_addr& b
 // done) or an error. Whether it succeeded shows at the first write (EAGAIN
 // while the SYN is out, the connect error once it failed) or in
 // sock_error().
-int sock_connect(const sock_addr& to, scoped_fd& out) noexcept;
+// `from`, when given, is bound first (the connection's source address).
+int sock_connect(const sock_addr& to, scoped_fd& out, const sock_addr* from = nullptr) noexcept;
 
 // Accepts one connection, non-blocking and close-on-exec: 0, -FI_EAGAIN
 // (none waiting), or an error. On EMFILE/ENFILE it raises the descriptor

@@ -165,14 +165,21 @@ typedef struct {
 } rsmapi_access_entry_t;
 
 /* ---------------------------------------------------------- scatter/gather */
+/* Both spellings of the import offset and of the immediate address work:
+ * Solaris's header (remote_offset, local.vaddr) and the RSMAPI guide's
+ * example (import_segment_offset, local.virtual_addr). Same layout. */
 typedef struct {
   int io_type; /* RSM_HANDLE_TYPE or RSM_VA_TYPE */
   union {
     rsm_localmemory_handle_t handle;
     caddr_t vaddr;
+    caddr_t virtual_addr;
   } local;
   size_t local_offset;
-  size_t remote_offset;
+  union {
+    size_t remote_offset;
+    size_t import_segment_offset;
+  };
   size_t transfer_length;
 } rsm_iovec_t;
 
@@ -195,6 +202,7 @@ typedef struct {
 #define RSM_SIGPOST_NO_ACCUMULATE 0x02
 
 typedef enum { RSM_MAP_NONE = 0x0, RSM_MAP_FIXED = 0x1, RSM_MAP_RESERVED = 0x2 } rsm_attribute_t;
+typedef rsm_attribute_t rsm_map_attr_t; /* the guide's name for it */
 
 /* ---------------------------------------------------------------- topology */
 #define RSM_CONNECTION_ACTIVE 3
