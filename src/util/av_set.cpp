@@ -10,7 +10,8 @@
 // * attr: FI_UNIVERSE takes every entry of the AV in index order;
 //   start_addr/end_addr (FI_AV_TABLE only) with a stride of at least 1 take
 //   the entries in use among start + i * stride <= end, and more than a
-//   non-zero count of them is -FI_EINVAL; both at once is -FI_EINVAL.
+//   non-zero count of them is -FI_EINVAL; both at once is -FI_EINVAL. An
+//   empty set has a stride of 1, as the man page asks (0 is taken too).
 //   Communication keys are not supported (-FI_EINVAL). The *_SET flags are
 //   accepted: every set supports every collective.
 // * fi_av_set_addr's address is only good for fi_join_collective with this
@@ -132,8 +133,8 @@ int av_set_open(av& a, fi_av_set_attr* attr, fid_av_set** out, void* context) no
     if (attr->start_addr == FI_ADDR_NOTAVAIL || attr->end_addr == FI_ADDR_NOTAVAIL ||
         attr->end_addr < attr->start_addr || attr->stride == 0 || a.type() != FI_AV_TABLE)
       return -FI_EINVAL;
-  } else if (attr->stride) {
-    return -FI_EINVAL;
+  } else if (attr->stride > 1) {
+    return -FI_EINVAL;  // the man page: 1 for an empty set (0 is taken too)
   }
   return guard([&]() -> int {
     auto s = std::make_unique<av_set>();
