@@ -2,9 +2,9 @@
 # The multi-process data-path suites over weft's tcp and the linked provider
 # (the collectives apart: coll_hosts.sh) with every rank on its own "host"
 # (a network namespace, tests/netns/netns.sh): three hosts on a clean link,
-# then two hosts over a link that delays and drops packets (tc netem, or delay_link where the kernel has no sch_netem), where nothing
-# may be lost or corrupted. SKIPs (77) where
-# namespaces cannot be made.
+# then two hosts over a link that delays and drops packets (tc netem, or
+# delay_link where the kernel has no sch_netem), where nothing may be lost
+# or corrupted. SKIPs (77) where namespaces cannot be made.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:?build dir}
