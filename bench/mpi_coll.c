@@ -83,27 +83,30 @@ int main(int argc, char** argv) {
   const char* test = NULL;
   long size = 8, iters = 0;
   int size_given = 0;
-  /* Arguments are checked before MPI_Init: --help and mistakes need no MPI. */
+  /* One source, two programs (mpi-coll-mpich, mpi-coll-openmpi): errors
+     name the one run. Arguments are checked before MPI_Init: --help and
+     mistakes need no MPI. */
+  const char* self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
   if (tool_help_asked(argc, argv)) tool_help(usage);
   for (int i = 1; i < argc; i++) {
-    if (i + 1 >= argc) tool_usage_error("mpi-coll", "option %s needs an argument or is unknown", argv[i]);
+    if (i + 1 >= argc) tool_usage_error(self, "option %s needs an argument or is unknown", argv[i]);
     if (!strcmp(argv[i], "-t")) {
       test = argv[++i];
       if (strcmp(test, "barrier") && strcmp(test, "allreduce"))
-        tool_usage_error("mpi-coll", "-t takes barrier or allreduce, not '%s'", test);
+        tool_usage_error(self, "-t takes barrier or allreduce, not '%s'", test);
     } else if (!strcmp(argv[i], "-s")) {
       if (!tool_parse_long(argv[++i], 8, 1L << 30, &size) || size % 8)
-        tool_usage_error("mpi-coll", "SIZE must be a multiple of 8 bytes (8 to 2^30), not '%s'", argv[i]);
+        tool_usage_error(self, "SIZE must be a multiple of 8 bytes (8 to 2^30), not '%s'", argv[i]);
       size_given = 1;
     } else if (!strcmp(argv[i], "-n")) {
       if (!tool_parse_long(argv[++i], 1, 1L << 30, &iters))
-        tool_usage_error("mpi-coll", "ITERS must be a positive number, not '%s'", argv[i]);
+        tool_usage_error(self, "ITERS must be a positive number, not '%s'", argv[i]);
     } else {
-      tool_usage_error("mpi-coll", "unknown option '%s'", argv[i]);
+      tool_usage_error(self, "unknown option '%s'", argv[i]);
     }
   }
   if (size_given && test && !strcmp(test, "barrier"))
-    tool_usage_error("mpi-coll", "-s applies to allreduce only");
+    tool_usage_error(self, "-s applies to allreduce only");
   MPI_Init(&argc, &argv);
   int rank, nranks, bad = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
