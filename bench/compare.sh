@@ -18,6 +18,7 @@
 #          KEY_TIME=0.2        weft-perf measuring time of one key-metric run, seconds
 #          TCP_ROUNDS=9        rounds of the tcp key metrics (bench/tcp_targets.sh)
 #          LNX_ROUNDS=5        rounds of the linked provider's (bench/lnx_compare.sh; LNX=0 skips)
+#          COLL_ROUNDS=3       rounds of the collectives' (bench/coll_compare.sh; COLL=0 skips)
 # The "Key metrics" (8-byte tagged latency, 1 MiB tagged bandwidth,
 # 1 MiB RMA write bandwidth; weft vs libfabric shm vs UCX posix/cma) are
 # measured first, KEY_ROUNDS times, the libraries alternating.
@@ -619,6 +620,15 @@ fi
 if [ "${LNX:-1}" != 0 ]; then
   bash "$root/bench/lnx_compare.sh" "$build" "${LNX_ROUNDS:-5}" | sed '1s/^# /## /' >>"$out/README.md" ||
     note "lnx_compare.sh failed"
+fi
+
+# Collectives (weft-perf barrier_lat / allreduce_* over weft and Debian's
+# tcp;ofi_rxm beside MPICH's and Open MPI's MPI_Barrier / MPI_Allreduce):
+# COLL=0 skips.
+if [ "${COLL:-1}" != 0 ]; then
+  note "run: coll_compare.sh"
+  CPUS=$cpu_a,$cpu_b bash "$root/bench/coll_compare.sh" "$build" "${COLL_ROUNDS:-3}" | sed '1s/^# /## /' \
+    >>"$out/README.md" || note "coll_compare.sh failed"
 fi
 
 # ---------------------------------------------------------------- RSM face

@@ -40,6 +40,9 @@ const std::vector<test_desc> tests = {
     {"read_bw", family::read, false, "1:4M"},
     {"atomic_lat", family::atomic, true, "8"},
     {"atomic_rate", family::atomic, false, "8"},
+    {"barrier_lat", family::coll, true, "8"},
+    {"allreduce_lat", family::coll, true, "8"},
+    {"allreduce_bw", family::coll, true, "1M"},
 };
 
 // An error by name and text: "FI_ENODATA: No data available".
@@ -91,19 +94,19 @@ inline uint64_t atomic_seed(uint64_t j) {
 }
 
 double g_watchdog_s = 0;
+const char* g_watchdog_what = "";
 
 void watchdog_fired(int) {
-  char msg[160];
-  int n = snprintf(msg, sizeof msg,
-                   "weft-perf: error: fi_cq_sread did not return within %.0f s "
-                   "(peer dead, or the provider ignores the timeout)\n",
+  char msg[200];
+  int n = snprintf(msg, sizeof msg, "weft-perf: error: %s did not return within %.0f s\n", g_watchdog_what,
                    g_watchdog_s);
   if (write(2, msg, size_t(n)) < 0) {}
   _exit(1);
 }
 
-void arm_watchdog(double s) {
+void arm_watchdog(double s, const char* what) {
   static bool installed = false;
+  g_watchdog_what = what;
   if (!installed) {
     struct sigaction sa {};
     sa.sa_handler = watchdog_fired;
@@ -153,6 +156,11 @@ fabric_session::fabric_session(const wire_config& cfg, ctl_channel& ctl, bool in
 }
 
 fabric_session::~fabric_session() {
+  // Debian's libfabric 1.17 (tcp;ofi_rxm) was seen spinning forever in
+  // fi_close of an endpoint that ran allreduces of 64 KiB and more: bounded.
+  if (mc_) arm_watchdog(10, "fi_close after collectives (a provider bug)");
+  if (mc_) fi_close(&mc_->fid);
+  if (set_) fi_close(&set_->fid);
   if (mr_) fi_close(&mr_->fid);
   if (ep_) fi_close(&ep_->fid);
   if (pep_) fi_close(&pep_->fid);
@@ -161,6 +169,7 @@ fabric_session::~fabric_session() {
   if (eq_) fi_close(&eq_->fid);
   if (domain_) fi_close(&domain_->fid);
   if (fabric_) fi_close(&fabric_->fid);
+  if (mc_) arm_watchdog(0, "");
   if (info_) fi_freeinfo(info_);
   if (memfd_ >= 0) {
     munmap(region_, region_len_);
@@ -188,6 +197,9 @@ fi_info* fabric_session::make_hints() const {
       break;
     case family::atomic:
       h->caps = FI_ATOMIC;
+      break;
+    case family::coll:
+      h->caps = FI_COLLECTIVE | FI_TAGGED | FI_MSG;
       break;
   }
   // We give every operation its own fi_context2, so both modes are fine.
@@ -266,9 +278,15 @@ void fabric_session::open_rdm() {
   check_rc(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check_rc(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
   fi_av_attr av_attr{};
-  av_attr.type = FI_AV_UNSPEC;
+  // Collectives: an AV set by range needs FI_AV_TABLE (man fi_av_set).
+  av_attr.type = test_->fam == family::coll ? FI_AV_TABLE : FI_AV_UNSPEC;
   av_attr.count = 4;
   check_rc(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
+  if (test_->fam == family::coll) {  // fi_join_collective completes there
+    fi_eq_attr eq_attr{};
+    eq_attr.wait_obj = FI_WAIT_UNSPEC;
+    check_rc(fi_eq_open(fabric_, &eq_attr, &eq_, nullptr), "fi_eq_open");
+  }
   open_common(info_);
 
   std::vector<uint8_t> name(1024);
@@ -282,8 +300,51 @@ void fabric_session::open_rdm() {
     ctl_.send(ctl_type::addr, 0, 0, 0, name.data(), uint32_t(len));
     ctl_.expect(ctl_type::addr, &peer);
   }
+  if (test_->fam == family::coll) {
+    // Both sides' AVs hold the initiator at index 0 and the responder at 1,
+    // and the group is that range: the form every libfabric takes
+    // (Debian's utility collectives build a set from the AV's own order).
+    const uint8_t* order[2] = {initiator_ ? name.data() : peer.data(), initiator_ ? peer.data() : name.data()};
+    fi_addr_t at[2] = {FI_ADDR_NOTAVAIL, FI_ADDR_NOTAVAIL};
+    for (int i = 0; i < 2; ++i) {
+      int n = fi_av_insert(av_, order[i], 1, &at[i], 0, nullptr);
+      if (n != 1) fail(fi_err("fi_av_insert", n < 0 ? n : -FI_EINVAL));
+    }
+    peer_ = at[initiator_ ? 1 : 0];
+    fi_av_set_attr sa{};
+    sa.count = 2;
+    sa.start_addr = at[0];
+    sa.end_addr = at[1];
+    sa.stride = at[1] - at[0];
+    check_rc(fi_av_set(av_, &sa, &set_, nullptr), "fi_av_set");
+    return;
+  }
   int n = fi_av_insert(av_, peer.data(), 1, &peer_, 0, nullptr);
   if (n != 1) fail(fi_err("fi_av_insert of the peer's address", n < 0 ? n : -FI_EINVAL));
+}
+
+// fi_join_collective, its FI_JOIN_COMPLETE read from the EQ while the CQ is
+// polled (some providers progress the join only there).
+void fabric_session::join_group() {
+  fi_addr_t set_addr;
+  check_rc(fi_av_set_addr(set_, &set_addr), "fi_av_set_addr");
+  check_rc(fi_join_collective(ep_, set_addr, set_, 0, &mc_, this), "fi_join_collective");
+  const double deadline = now_s() + std::max(cfg_.timeout_s, 10.0);
+  for (;;) {
+    uint32_t ev = 0;
+    fi_eq_entry entry{};
+    ssize_t n = fi_eq_read(eq_, &ev, &entry, sizeof entry, 0);
+    if (n == -FI_EAVAIL) {
+      fi_eq_err_entry ee{};
+      fi_eq_readerr(eq_, &ee, 0);
+      fail(std::string("fi_join_collective: ") + fi_errtext(ee.err));
+    }
+    if (n > 0 && ev == FI_JOIN_COMPLETE) break;
+    if (n < 0 && n != -FI_EAGAIN) fail(fi_err("fi_eq_read", n));
+    progress();
+    if (now_s() > deadline) fail("fi_join_collective: no FI_JOIN_COMPLETE (peer stuck or dead?)");
+  }
+  coll_addr_ = fi_mc_addr(mc_);
 }
 
 void fabric_session::wait_cm_event(uint32_t want, fi_eq_cm_entry* out) {
@@ -438,11 +499,13 @@ void fabric_session::register_memory() {
 }
 
 void fabric_session::setup() {
+  if (cfg_.ep_msg && test_->fam == family::coll) fail("collective tests need an RDM endpoint (-e rdm)");
   if (cfg_.ep_msg)
     open_msg();
   else
     open_rdm();
   register_memory();
+  if (test_->fam == family::coll) join_group();
 }
 
 std::string fabric_session::describe() const {
@@ -497,9 +560,9 @@ int fabric_session::progress(bool may_block) {
   if (may_block && cfg_.cq_wait) [[unlikely]] {
     // Some providers' fi_cq_sread ignores its timeout when nothing
     // arrives; a watchdog keeps that from becoming a hang.
-    arm_watchdog(cfg_.timeout_s + 1);
+    arm_watchdog(cfg_.timeout_s + 1, "fi_cq_sread (peer dead, or the provider ignores the timeout)");
     n = fi_cq_sread(cq_, e, 16, nullptr, 10);
-    arm_watchdog(0);
+    arm_watchdog(0, "");
   } else {
     n = fi_cq_read(cq_, e, 16);
   }
@@ -1030,9 +1093,55 @@ void fabric_session::passive_responder(uint64_t size) {
   }
 }
 
+// Collectives: `iters` operations, one at a time, the same on both sides
+// (each waits for its own completion). An allreduce sums size / 8 uint64;
+// with --check operation k's inputs are k + j + side and every result
+// element must be 2 (k + j) + 1.
+phase_result fabric_session::coll_loop(uint64_t size, uint64_t iters) {
+  phase_result r;
+  sample_sink samples(r.samples_us, initiator_ ? iters : 0);
+  const bool barrier = std::strcmp(test_->name, "barrier_lat") == 0;
+  const uint64_t count = size / 8;
+  auto* in = reinterpret_cast<uint64_t*>(tx_area_);
+  auto* out = reinterpret_cast<uint64_t*>(rx_area_);
+  const uint64_t side = initiator_ ? 0 : 1;
+  double total = 0, t0 = sample_s();
+  for (uint64_t k = 0; k < iters; ++k) {
+    if (cfg_.check && !barrier) [[unlikely]] {
+      for (uint64_t j = 0; j < count; ++j) in[j] = k + j + side;
+      t0 = sample_s();
+    }
+    const uint64_t want = tx_done_ + 1;
+    ssize_t rc;
+    idle_state st;
+    for (;;) {
+      rc = barrier ? fi_barrier(ep_, coll_addr_, &tx_ctx_[0])
+                   : fi_allreduce(ep_, in, count, desc_, out, desc_, coll_addr_, FI_UINT64, FI_SUM, 0, &tx_ctx_[0]);
+      if (rc != -FI_EAGAIN) break;
+      if (progress() == 0) idle(st, "room to start a collective");
+    }
+    if (rc) fail(fi_err(barrier ? "fi_barrier" : "fi_allreduce", rc));
+    spin_until([&] { return tx_done_ >= want; }, "the collective's completion");
+    const double t1 = sample_s();
+    if (initiator_) samples.add((t1 - t0) * 1e6);
+    total += t1 - t0;
+    t0 = t1;
+    if (cfg_.check && !barrier) [[unlikely]]
+      for (uint64_t j = 0; j < count; ++j)
+        if (out[j] != 2 * (k + j) + 1)
+          fail("--check: allreduce element " + std::to_string(j) + " of operation " + std::to_string(k) + " is " +
+               std::to_string(out[j]) + ", expected " + std::to_string(2 * (k + j) + 1));
+  }
+  r.total_s = total;
+  r.ops = iters;
+  r.iters = iters;
+  return r;
+}
+
 phase_result fabric_session::run_phase(uint64_t size, uint64_t iters) {
   uint64_t w = window_at(size);
   iters = std::max<uint64_t>(1, (iters + w - 1) / w) * w;
+  if (test_->fam == family::coll && size % 8 != 0) fail("collective sizes must be multiples of 8 (uint64)");
   if (test_->fam == family::atomic && (size % 8 != 0 || size / 8 > atomic_cap_))
     fail("atomic size must be a multiple of 8 within the buffers");
   if (size > area_len_) fail("size larger than the buffers");
@@ -1051,6 +1160,11 @@ phase_result fabric_session::run_phase(uint64_t size, uint64_t iters) {
       return rma_initiator(size, iters, w);
     case family::atomic:
       return atomic_initiator(size, iters, w);
+    case family::coll: {
+      phase_result r = coll_loop(size, iters);
+      ctl_.expect(ctl_type::done);
+      return r;
+    }
   }
   fail("unreachable");
 }
@@ -1100,6 +1214,10 @@ void fabric_session::serve() {
         }
         break;
       }
+      case family::coll:
+        ctl_.send(ctl_type::ready);
+        coll_loop(size, iters);
+        break;
     }
     ctl_.send(ctl_type::done, sum, x);
   }

@@ -9,6 +9,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
+#include <rdma/fi_collective.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
@@ -21,7 +22,7 @@
 
 namespace weft_perf {
 
-enum class family : uint32_t { msg, tagged, write, read, atomic };
+enum class family : uint32_t { msg, tagged, write, read, atomic, coll };
 
 struct test_desc {
   const char* name;
@@ -132,6 +133,10 @@ private:
   void stream_responder(uint64_t size, uint64_t iters, uint64_t w);
   phase_result rma_initiator(uint64_t size, uint64_t iters, uint64_t w);
   phase_result atomic_initiator(uint64_t size, uint64_t iters, uint64_t w);
+  // Collectives (barrier_lat, allreduce_*): both sides run the same loop
+  // of one operation at a time on a group of the two; the initiator times it.
+  void join_group();
+  phase_result coll_loop(uint64_t size, uint64_t iters);
   void passive_responder(uint64_t size);
 
   uint8_t* tx_slot(uint64_t i, uint64_t size) const { return tx_area_ + (cfg_.reuse ? 0 : i) * size; }
@@ -153,6 +158,9 @@ private:
   fid_cq* cq_ = nullptr;
   fid_ep* ep_ = nullptr;
   fid_mr* mr_ = nullptr;
+  fid_av_set* set_ = nullptr;  // collectives: the two of us
+  fid_mc* mc_ = nullptr;
+  fi_addr_t coll_addr_ = FI_ADDR_NOTAVAIL;
   void* desc_ = nullptr;
   fi_addr_t peer_ = FI_ADDR_UNSPEC;
 

@@ -74,7 +74,8 @@ const char* usage_text =
     "  -d DOMAIN        domain name\n"
     "  -e rdm|msg       endpoint type (default rdm)\n"
     "  -t TEST          msg_lat msg_bw tagged_lat tagged_bw rate write_lat write_bw\n"
-    "                   read_lat read_bw atomic_lat atomic_rate (default msg_lat)\n"
+    "                   read_lat read_bw atomic_lat atomic_rate barrier_lat\n"
+    "                   allreduce_lat allreduce_bw (default msg_lat)\n"
     "  -s SIZE|MIN:MAX  bytes, K/M suffixes; a range sweeps powers of two\n"
     "                   (default 1:4M; rate 8; atomics 8, a multiple of 8)\n"
     "  -n ITERS         operations per size (default: as many as fit --time)\n"
@@ -352,11 +353,13 @@ cli parse_args(int argc, char** argv) {
     usage_error("choose one of --server, --fork and HOST");
   c.mode = server ? run_mode::server : !c.host.empty() ? run_mode::client : run_mode::fork;
   if (!c.sizes_given) parse_sizes(c.test->default_sizes, &c.sizes);
-  if (c.test->fam == family::atomic) {
+  if (c.test->fam == family::atomic || c.test->fam == family::coll) {
     std::vector<uint64_t> ok;
     for (uint64_t s : c.sizes)
       if (s >= 8 && s % 8 == 0) ok.push_back(s);
-    if (ok.empty()) usage_error("atomic tests need sizes that are multiples of 8 (uint64)");
+    if (ok.empty())
+      usage_error(std::string(c.test->fam == family::atomic ? "atomic" : "collective") +
+                  " tests need sizes that are multiples of 8 (uint64)");
     c.sizes = ok;
   }
   return c;

@@ -447,6 +447,56 @@ kernel_fn lookup(fi_op op, fi_datatype dt) noexcept {
   return kernels[d][o];
 }
 
+// ---------------------------------------------------------------- reductions (collectives)
+
+// out = a op b, element by element, with compute()'s math (its "target" is
+// a, its operand b). Loads and stores go through memcpy: no alignment is
+// assumed, and the compiler turns them into plain (vector) moves.
+template <fi_op Op, class T>
+void reduce_kernel(void* out, const void* a, const void* b, size_t count) noexcept {
+  auto* o = static_cast<unsigned char*>(out);
+  auto* pa = static_cast<const unsigned char*>(a);
+  auto* pb = static_cast<const unsigned char*>(b);
+  constexpr size_t sz = sizeof(T);
+  for (size_t i = 0; i < count; ++i) {
+    T x, y, r;
+    std::memcpy(&x, pa + i * sz, sz);
+    std::memcpy(&y, pb + i * sz, sz);
+    if (!compute<Op, T>(x, y, y, r)) r = x;
+    std::memcpy(o + i * sz, &r, sz);
+  }
+}
+
+using reduce_fn = void (*)(void*, const void*, const void*, size_t) noexcept;
+constexpr size_t n_reduce_ops = FI_BXOR + 1;  // FI_MIN .. FI_BXOR
+
+template <size_t D, size_t O>
+constexpr reduce_fn pick_reduce() {
+  using T = typename dt_type<static_cast<fi_datatype>(D)>::type;
+  constexpr auto op = static_cast<fi_op>(O);
+  if constexpr (op_supported<T>(op))
+    return &reduce_kernel<op, T>;
+  else
+    return nullptr;
+}
+template <size_t D, size_t... O>
+constexpr std::array<reduce_fn, n_reduce_ops> make_reduce_row(std::index_sequence<O...>) {
+  return {pick_reduce<D, O>()...};
+}
+template <size_t... D>
+constexpr auto make_reduce_table(std::index_sequence<D...>) {
+  return std::array<std::array<reduce_fn, n_reduce_ops>, n_datatypes>{
+      make_reduce_row<D>(std::make_index_sequence<n_reduce_ops>{})...};
+}
+constexpr auto reducers = make_reduce_table(std::make_index_sequence<n_datatypes>{});
+
+reduce_fn reduce_lookup(fi_op op, fi_datatype dt) noexcept {
+  const auto o = static_cast<size_t>(op);
+  const auto d = static_cast<size_t>(dt);
+  if (o >= n_reduce_ops || d >= n_datatypes) return nullptr;
+  return reducers[d][o];
+}
+
 }  // namespace
 
 bool atomic_valid(atomic_form form, fi_op op, fi_datatype dt) noexcept {
@@ -471,6 +521,18 @@ int atomic_apply(atomic_form form, fi_op op, fi_datatype dt, void* target, const
       (form != atomic_form::base && !result)) [[unlikely]]
     return -FI_EINVAL;
   fn(target, buf, compare, result, count);
+  return 0;
+}
+
+bool reduce_valid(fi_op op, fi_datatype dt) noexcept {
+  return reduce_lookup(op, dt) != nullptr;
+}
+
+int reduce_apply(fi_op op, fi_datatype dt, void* out, const void* a, const void* b, size_t count) noexcept {
+  const reduce_fn fn = reduce_lookup(op, dt);
+  if (!fn) [[unlikely]]
+    return -FI_EOPNOTSUPP;
+  if (count) fn(out, a, b, count);
   return 0;
 }
 

@@ -51,4 +51,13 @@ size_t datatype_size(fi_datatype dt) noexcept;
 int atomic_apply(atomic_form form, fi_op op, fi_datatype dt, void* target, const void* buf,
                  const void* compare, void* result, size_t count) noexcept;
 
+// The reductions of collectives (util/coll.hpp): out[i] = a[i] op b[i] for
+// `count` elements, plain (not atomic) and vectorisable, with the element
+// math of the atomic kernels (so MIN keeps `a` on ties and on NaN, integer
+// arithmetic wraps). `out` may be `a` or `b`; no pointer needs alignment.
+// Valid ops: FI_MIN .. FI_BXOR, on the datatypes atomic_valid(base) allows.
+bool reduce_valid(fi_op op, fi_datatype dt) noexcept;
+// Returns 0, or -FI_EOPNOTSUPP for an invalid (op, dt) (nothing written).
+int reduce_apply(fi_op op, fi_datatype dt, void* out, const void* a, const void* b, size_t count) noexcept;
+
 }  // namespace weft

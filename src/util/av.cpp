@@ -62,6 +62,7 @@
 
 #include "core/log.hpp"
 #include "util/addr.hpp"
+#include "util/coll.hpp"
 #include "util/eq.hpp"
 #include "util/util.hpp"
 
@@ -719,8 +720,9 @@ const char* av_straddr(fid_av* f, const void* addr, char* buf, size_t* len) noex
   return buf;
 }
 
-int av_set(fid_av*, fi_av_set_attr*, fid_av_set**, void*) noexcept {
-  return -FI_ENOSYS;
+int av_set(fid_av* f, fi_av_set_attr* attr, fid_av_set** set, void* context) noexcept {
+  if (!is_class(&f->fid, FI_CLASS_AV)) return -FI_EINVAL;
+  return av_set_open(*av::of(f), attr, set, context);
 }
 
 int av_close(fid* f) noexcept {

@@ -69,6 +69,9 @@ public:
   }
   // Bumped each time a slot is (re)filled: lets a provider that caches state
   // per index (a connection, a mapped peer region) notice remove + reinsert.
+  // Slots below this index may be in use (slot_of says which): the bound of
+  // a walk over every entry.
+  uint64_t capacity() const noexcept { return capacity_.load(std::memory_order_acquire); }
   uint32_t generation(fi_addr_t a) const noexcept {
     const slot_hdr* s = slot_of(index(a));
     return s ? std::atomic_ref<const uint32_t>(s->state).load(std::memory_order_acquire) >> 1 : 0;

@@ -12,6 +12,7 @@
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "core/prov_template.hpp"
+#include "util/coll.hpp"
 #include "util/eq.hpp"
 #include "util/mr.hpp"
 #include "util/util.hpp"
@@ -107,8 +108,9 @@ int dom_query_atomic(fid_domain* d, fi_datatype dt, fi_op op, fi_atomic_attr* at
   if (!is_class(&d->fid, FI_CLASS_DOMAIN) || !attr) return -FI_EINVAL;
   return guard([&] { return of(d).pd->query_atomic(dt, op, attr, flags); });
 }
-int dom_query_collective(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) noexcept {
-  return -FI_ENOSYS;
+int dom_query_collective(fid_domain* d, fi_collective_op coll, fi_collective_attr* attr, uint64_t flags) noexcept {
+  if (!is_class(&d->fid, FI_CLASS_DOMAIN)) return -FI_EINVAL;
+  return coll_query(of(d), coll, attr, flags);
 }
 
 fi_ops_domain domain_ops = {

@@ -77,6 +77,7 @@ int ep_close(fid* f) noexcept {
       // Messages that arrived here and wait in shared queues go with us.
       if (e->rx != &e->own_rx) ux_drop_owned(*e);
     }
+    coll_close(*e);  // its groups are closed (each holds the endpoint); its pollers go
     unbind_all(*e);  // without the endpoint lock: see endpoint::ctl
     unbind_shared(*e);
   }
@@ -379,7 +380,7 @@ void endpoint_init(endpoint& e, domain& dom, const fi_info* info, void* context,
   e.fid_.tagged = &tagged_ops_none;
   e.fid_.rma = &rma_ops_none;
   e.fid_.atomic = &atomic_ops_none;
-  e.fid_.collective = nullptr;
+  e.fid_.collective = &coll_ops_none;
 }
 
 namespace {
@@ -477,12 +478,19 @@ bool is_endpoint(const fid* f) noexcept {
 
 void endpoint_poller(void* arg) noexcept {
   endpoint& e = *static_cast<endpoint*>(arg);
-  ep_guard g(e);
-  e.tops->progress(e);
+  {
+    ep_guard g(e);
+    e.tops->progress(e);
+  }
+  // The collective engine moves on what the transport just completed.
+  if (coll_engine* c = e.coll.load(std::memory_order_acquire)) [[unlikely]]
+    coll_progress(*c);
 }
 
 bool endpoint_arm(void* arg) noexcept {
   endpoint& e = *static_cast<endpoint*>(arg);
+  if (coll_engine* c = e.coll.load(std::memory_order_acquire)) [[unlikely]]
+    if (!coll_arm(*c)) return false;
   if (!e.tops->arm) return true;
   ep_guard g(e);
   return e.tops->arm(e);
@@ -506,12 +514,16 @@ int ep_watch_fd(endpoint& e, int fd, bool add) noexcept {
 }
 
 void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t) noexcept {
+  if (op_flags & flag_coll) [[unlikely]]
+    return coll_tx_done(context, 0);
   if (e.tx_cq && (!e.tx_selective || (op_flags & FI_COMPLETION)) && !(op_flags & flag_no_cq))
     cq_write(e.tx_cq, context, cq_flags, 0, nullptr, 0, 0);
   if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_inc(c);
 }
 
 void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept {
+  if (op_flags & flag_coll) [[unlikely]]
+    return coll_tx_done(context, err ? err : FI_EIO);
   if (e.tx_cq && !(op_flags & flag_no_cq)) {
     fi_cq_err_entry ee{};
     ee.op_context = context;
@@ -526,6 +538,8 @@ void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, i
 
 void rx_done(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
              uint64_t tag, fi_addr_t src) noexcept {
+  if (r.flags & flag_coll) [[unlikely]]
+    return coll_rx_done(r.context, len, 0);
   if (e.rx_cq && (!e.rx_selective || (r.flags & FI_COMPLETION)))
     cq_write(e.rx_cq, r.context, cq_flags, len, buf, data, tag, src);
   if (e.cntr_recv) cntr_inc(e.cntr_recv);
@@ -533,6 +547,8 @@ void rx_done(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t len, v
 
 void rx_finish(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t n, uint64_t size, int err,
                void* buf, uint64_t data, uint64_t tag, fi_addr_t src) noexcept {
+  if (r.flags & flag_coll) [[unlikely]]
+    return coll_rx_done(r.context, n, err ? err : n < size ? FI_ETRUNC : 0);
   if (!err && n >= size) {
     rx_done(e, r, cq_flags, n, buf, data, tag, src);
     return;

@@ -33,6 +33,7 @@
 #include "common/object.hpp"
 #include "util/absent_peers.hpp"
 #include "util/av.hpp"
+#include "util/coll.hpp"
 #include "util/domain.hpp"
 #include "util/matcher.hpp"
 
@@ -120,6 +121,11 @@ struct endpoint {
   endpoint* whole = nullptr;
   // Addresses sends keep finding nobody at (one warning each: note_absent).
   absent_peers absent;
+  // Collectives (util/coll.hpp): the transport's tagged send for the engine
+  // (util/ep_ops.hpp installs it on plain endpoints), and the engine, made
+  // by the first fi_join_collective.
+  coll_send_fn coll_send = nullptr;
+  std::atomic<coll_engine*> coll{nullptr};
 
   static endpoint* of(fid_ep* e) noexcept { return from_fid<endpoint>(e); }
   static endpoint* of(fid* f) noexcept { return from_fid<endpoint>(f); }

@@ -413,6 +413,13 @@ struct ops {
       a_readwrite,           a_readwritev, a_readwritemsg,   a_compwrite,     a_compwritev,
       a_compwritemsg,        a_writevalid, a_readwritevalid, a_compwritevalid};
 
+  // The collective engine's sends (util/coll.hpp): the transport's tagged
+  // send itself, which reports to the engine through flag_coll.
+  static ssize_t coll_send(endpoint& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag, void* ctx,
+                           uint64_t flags) noexcept {
+    return T::template send<true>(static_cast<ep_t&>(e), iov, count, dest, tag, 0, ctx, flags);
+  }
+
   // The tables an endpoint of `role` carries.
   static void install(endpoint& e, ep_role role) noexcept {
     switch (role) {
@@ -421,6 +428,8 @@ struct ops {
         e.fid_.tagged = &tagged;
         e.fid_.rma = &rma_ops;
         e.fid_.atomic = &atomic_ops;
+        e.fid_.collective = &coll_ops;
+        e.coll_send = coll_send;
         break;
       case ep_role::tx_ctx:
         e.fid_.msg = &msg_tx;

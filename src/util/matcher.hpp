@@ -96,6 +96,9 @@ struct rx_queues {
   size_t ux_bytes = 0;
   // FI_OPT_MIN_MULTI_RECV of the receives posted to these queues.
   size_t min_multi_recv = 64;
+  // A collective engine posts receives here: messages in its tag space
+  // (util/coll.hpp) match its receives only.
+  bool coll = false;
 };
 
 // Bounds on what waits unexpected: past them the transport leaves arriving

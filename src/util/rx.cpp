@@ -20,6 +20,7 @@ fi_addr_t ux_source(unexpected& u) noexcept {
 bool ux_matches(const posted_recv& r, unexpected& u) noexcept {
   const endpoint& e = *u.owner;
   if (r.tagged && ((r.tag ^ u.tag) & ~r.ignore)) return false;
+  if (r.tagged && (u.tag & coll_tag_bit) && e.rx->coll && !(r.flags & flag_coll)) return false;
   if (r.src == FI_ADDR_UNSPEC || !needs_source(e)) return true;
   return recv_matches(e, r, r.tagged, u.tag, ux_source(u));
 }

@@ -34,6 +34,9 @@ inline std::list<unexpected>& ux_list(endpoint& e, bool tagged) noexcept {
 inline bool recv_matches(const endpoint& e, const posted_recv& r, bool tagged, uint64_t tag,
                          fi_addr_t src) noexcept {
   if (tagged && ((r.tag ^ tag) & ~r.ignore)) return false;
+  // The collective engine's messages are for its receives only.
+  if (tagged && (tag & coll_tag_bit) && e.rx->coll && !(r.flags & flag_coll)) [[unlikely]]
+    return false;
   if (r.src == FI_ADDR_UNSPEC || !(e.caps & FI_DIRECTED_RECV)) return true;
   return src != FI_ADDR_NOTAVAIL && e.av->index(src) == e.av->index(r.src);
 }

@@ -257,9 +257,18 @@ TEST(Getinfo, EndpointTypeAndCaps) {
   info_list lm;
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, mc.h, &lm.head), 0);
   EXPECT_EQ(lm.providers(), (std::set<std::string>{"udp"}));
-  // Capabilities nobody has.
+  // Collectives: the RDM endpoints of shm, tcp and lnx, never udp's or a
+  // datagram endpoint.
   hints_ptr coll;
   coll->caps = FI_COLLECTIVE | FI_MSG;
+  info_list lc;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, coll.h, &lc.head), 0);
+  EXPECT_EQ(lc.providers(), (std::set<std::string>{"shm", "tcp", "lnx"}));
+  for (fi_info* i = lc.head; i; i = i->next) {
+    EXPECT_EQ(i->ep_attr->type, FI_EP_RDM);
+    EXPECT_NE(i->caps & FI_COLLECTIVE, 0u);
+  }
+  coll->ep_attr->type = FI_EP_DGRAM;
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, coll.h, &info), -FI_ENODATA);
 }
 

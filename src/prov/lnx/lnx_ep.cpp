@@ -154,7 +154,7 @@ fi_ops_cm cm_ops = {sizeof(fi_ops_cm),
                     WEFT_NOSYS(fi_ops_cm, accept),
                     WEFT_NOSYS(fi_ops_cm, reject),
                     WEFT_NOSYS(fi_ops_cm, shutdown),
-                    WEFT_NOSYS(fi_ops_cm, join)};
+                    coll_join};  // fi_join_collective (util/coll.hpp)
 
 // A part's fi_info: the part's template, with the whole's capabilities,
 // sizes and flags and its part of the address.

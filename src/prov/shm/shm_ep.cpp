@@ -139,7 +139,7 @@ fi_ops_cm cm_ops = {sizeof(fi_ops_cm),
                     WEFT_NOSYS(fi_ops_cm, accept),
                     WEFT_NOSYS(fi_ops_cm, reject),
                     WEFT_NOSYS(fi_ops_cm, shutdown),
-                    WEFT_NOSYS(fi_ops_cm, join)};
+                    coll_join};  // fi_join_collective (util/coll.hpp)
 
 // ------------------------------------------------------------------ scalable endpoints
 struct sep_state {

@@ -121,7 +121,7 @@ protected:
         make_template({"shm", version(),
                        FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
                            FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_RMA_EVENT | FI_SOURCE |
-                           FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_FENCE,
+                           FI_DIRECTED_RECV | FI_LOCAL_COMM | FI_FENCE | FI_COLLECTIVE,
                        FI_ADDR_STR, FI_EP_RDM, FI_PROTO_SHM, inject, 256, 16}));
     // Datagram endpoints: messages of one cell, no RMA or atomics, one
     // context each.

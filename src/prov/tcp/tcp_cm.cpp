@@ -342,6 +342,7 @@ fi_ops_cm msg_cm_ops = {sizeof(fi_ops_cm),
                         ep_shutdown,
                         WEFT_NOSYS(fi_ops_cm, join)};
 
+// RDM: fi_join_collective (util/coll.hpp) is the only join.
 fi_ops_cm rdm_cm_ops = {sizeof(fi_ops_cm),
                         ep_setname,
                         rdm_getname,
@@ -351,7 +352,7 @@ fi_ops_cm rdm_cm_ops = {sizeof(fi_ops_cm),
                         WEFT_NOSYS(fi_ops_cm, accept),
                         WEFT_NOSYS(fi_ops_cm, reject),
                         WEFT_NOSYS(fi_ops_cm, shutdown),
-                        WEFT_NOSYS(fi_ops_cm, join)};
+                        coll_join};
 
 conn* take_connreq(fid_t handle, poller& to, conn_owner& owner) noexcept {
   if (!handle || handle->fclass != FI_CLASS_CONNREQ) return nullptr;

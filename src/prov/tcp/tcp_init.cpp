@@ -117,7 +117,7 @@ fi_info* tcp_template(fi_ep_type type, uint32_t addr_format, uint32_t prov_versi
   uint64_t caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
                   FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV | FI_RMA_EVENT | FI_LOCAL_COMM |
                   FI_REMOTE_COMM | FI_FENCE;
-  if (type == FI_EP_RDM) caps |= FI_SOURCE | FI_DIRECTED_RECV;
+  if (type == FI_EP_RDM) caps |= FI_SOURCE | FI_DIRECTED_RECV | FI_COLLECTIVE;
   info_ptr i(make_template({"tcp", prov_version, caps, addr_format, type,
                             type == FI_EP_MSG ? uint32_t{FI_PROTO_SOCK_TCP} : uint32_t{FI_PROTO_XNET},
                             inject_max, 1024, 1}));
