@@ -49,16 +49,11 @@ smax=$(echo $sizes | tr ' ' '\n' | sort -n | tail -1)
 started=$(date +%s)
 
 # ---------------------------------------------------------------- CPUs
-expand_cpus() {  # "0-2,5" -> "0 1 2 5"
-  local part
-  for part in ${1//,/ }; do
-    if [[ $part == *-* ]]; then seq "${part%-*}" "${part#*-}"; else echo "$part"; fi
-  done
-}
+. "$root/bench/cpus.sh"
 if [ -n "${CPUS:-}" ]; then
   cpu_a=${CPUS%,*}; cpu_b=${CPUS#*,}
 else
-  allowed=($(expand_cpus "$(awk '/Cpus_allowed_list/{print $2}' /proc/self/status)"))
+  allowed=($(allowed_cpus))
   cpu_a=${allowed[0]:-0}; cpu_b=${allowed[1]:-$cpu_a}
 fi
 echo "compare: results in $out (CPUs $cpu_a,$cpu_b)"
