@@ -18,6 +18,7 @@
 #          KEY_TIME=0.2        weft-perf measuring time of one key-metric run, seconds
 #          TCP_ROUNDS=9        rounds of the tcp key metrics (bench/tcp_targets.sh)
 #          LNX_ROUNDS=5        rounds of the linked provider's (bench/lnx_compare.sh; LNX=0 skips)
+#          SWEEP=1             add the placement sweep (bench/placement_sweep.sh, ~8 min)
 # The "Key metrics" (8-byte tagged latency, 1 MiB tagged bandwidth,
 # 1 MiB RMA write bandwidth; weft vs libfabric shm vs UCX posix/cma) are
 # measured first, KEY_ROUNDS times, the libraries alternating.
@@ -614,6 +615,17 @@ fi
 if [ "${LNX:-1}" != 0 ]; then
   bash "$root/bench/lnx_compare.sh" "$build" "${LNX_ROUNDS:-5}" | sed '1s/^# /## /' >>"$out/README.md" ||
     note "lnx_compare.sh failed"
+fi
+
+# The placement sweep (bench/placement_sweep.sh: small-message latency with
+# the two ranks on every pair of CPUs and on one CPU, beside the cache-line
+# floor): SWEEP=1 runs it. Not by default: it takes about 8 minutes on the
+# 2-CPU VM, most of it the other libraries with both ranks on one CPU, where
+# each of their messages waits for a time slice (milliseconds).
+if [ "${SWEEP:-0}" != 0 ]; then
+  note "run: placement sweep"
+  WEFT_LIB=$weft_lib RAW=$data/sweep.dat bash "$root/bench/placement_sweep.sh" "$build" 2>>"$log" |
+    sed '1s/^# /## /' >>"$out/README.md" || note "placement_sweep.sh failed"
 fi
 
 # ---------------------------------------------------------------- RSM face

@@ -117,13 +117,14 @@ ratios() {
       best) l=$(val "$pl" "$s" lf "$r"); u=$(val "$pl" "$s" ucx "$r")
             d=$(printf '%s\n%s\n' "$l" "$u" | grep . | sort -g | head -1) ;;
     esac
-    [ -n "$w" ] && [ -n "$d" ] && out+=$(awk -v a="$w" -v b="$d" 'BEGIN {if (b > 0) printf "%.2f ", a / b}')
+    [ -n "$w" ] && [ -n "$d" ] &&
+      out+=$(awk -v a="$w" -v b="$d" 'BEGIN {if (b > 0) {r = a / b; if (r < 0.1) printf "%.1e ", r; else printf "%.2f ", r}}')
   done
   echo "$out"
 }
 cell() {  # "r1 r2 ..." -> "r1 r2 ... (median)"
   [ -n "$1" ] || { echo "-"; return; }
-  echo "$1($(tr ' ' '\n' <<<"$1" | grep . | med | awk '{printf "%.2f", $1}'))"
+  echo "$1($(tr ' ' '\n' <<<"$1" | grep . | med | awk '{if ($1 < 0.1) printf "%.1e", $1; else printf "%.2f", $1}'))"
 }
 echo "# Placement sweep: small-message latency over shm"
 echo
