@@ -13,7 +13,8 @@
 # Latency: one-way µs, each run's median (weft-perf lat_us_median,
 # ucx_perftest 50.0%ile). Prints a Markdown report: medians over the rounds
 # and ratios judged round by round (weft over the floor at 8 B, over the
-# better of lf and ucx, over before), then the median of those ratios.
+# better of lf and ucx, over before), then the median of those ratios; then
+# the same split by the VM's regime (bench/sweep_regimes.py).
 #
 #   usage: bash bench/placement_sweep.sh [BUILD_DIR]   (default: build)
 #   env:   ROUNDS=5             rounds per placement (odd)
@@ -149,4 +150,16 @@ for pl in "${placements[@]}"; do
   done
 done
 echo
+if which python3 >/dev/null 2>&1; then
+  echo "## By regime"
+  echo
+  echo "The VM switches between placements of its vCPUs (one cache line in about 0.05 or"
+  echo "about 0.24 µs), sometimes within a round, and every program's figures move ~3x with it."
+  echo "Each program's runs at a size are split at the widest gap (> 1.8x) between their"
+  echo "values over the two-CPU placements (bench/sweep_regimes.py); medians in a regime, the"
+  echo "number of runs in parentheses, ratios of those medians."
+  echo
+  python3 "$root/bench/sweep_regimes.py" "$raw"
+  echo
+fi
 echo "Raw runs: $raw ($(( $(date +%s) - started )) s in all)."

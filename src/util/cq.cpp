@@ -15,7 +15,6 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <type_traits>
 #include <vector>
 
 #include "util/domain.hpp"
@@ -121,35 +120,21 @@ cq* of(fid_cq* f) noexcept {
   return from_fid<cq>(f);
 }
 
-// A completion is often read right after cq_write stored its slot field by
-// field (a poll that found a message). Each field is therefore moved alone,
-// from a load of the width of its store straight to the caller's entry:
-// such a load is forwarded from the store buffer, where the 16-byte loads
-// the compiler merges neighbouring fields into (of the slot, or of an entry
-// built on the stack) are not and wait for the stores to reach the cache
-// (5-10 ns a completion on this VM's CPU).
-template <class T>
-inline void move_field(void* dst, size_t off, const T& v) noexcept {
-  const T x = __atomic_load_n(&v, __ATOMIC_RELAXED);
-  std::memcpy(static_cast<char*>(dst) + off, &x, sizeof x);
-}
-
 template <fi_cq_format F>
 inline void put(void* dst, const cq_slot& s) noexcept {
-  using E = std::conditional_t<
-      F == FI_CQ_FORMAT_CONTEXT, fi_cq_entry,
-      std::conditional_t<F == FI_CQ_FORMAT_MSG, fi_cq_msg_entry,
-                         std::conditional_t<F == FI_CQ_FORMAT_DATA, fi_cq_data_entry, fi_cq_tagged_entry>>>;
-  move_field(dst, offsetof(E, op_context), s.op_context);
-  if constexpr (F != FI_CQ_FORMAT_CONTEXT) {
-    move_field(dst, offsetof(E, flags), s.flags);
-    move_field(dst, offsetof(E, len), s.len);
+  if constexpr (F == FI_CQ_FORMAT_CONTEXT) {
+    fi_cq_entry e{s.op_context};
+    std::memcpy(dst, &e, sizeof(e));
+  } else if constexpr (F == FI_CQ_FORMAT_MSG) {
+    fi_cq_msg_entry e{s.op_context, s.flags, s.len};
+    std::memcpy(dst, &e, sizeof(e));
+  } else if constexpr (F == FI_CQ_FORMAT_DATA) {
+    fi_cq_data_entry e{s.op_context, s.flags, s.len, s.buf, s.data};
+    std::memcpy(dst, &e, sizeof(e));
+  } else {
+    fi_cq_tagged_entry e{s.op_context, s.flags, s.len, s.buf, s.data, s.tag};
+    std::memcpy(dst, &e, sizeof(e));
   }
-  if constexpr (F == FI_CQ_FORMAT_DATA || F == FI_CQ_FORMAT_TAGGED) {
-    move_field(dst, offsetof(E, buf), s.buf);
-    move_field(dst, offsetof(E, data), s.data);
-  }
-  if constexpr (F == FI_CQ_FORMAT_TAGGED) move_field(dst, offsetof(E, tag), s.tag);
 }
 
 template <fi_cq_format F, class E>
