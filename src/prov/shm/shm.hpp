@@ -171,6 +171,17 @@ inline cell* queue_claim(region_view r) noexcept {
     if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
         [[likely]] {
       cell* c = &r.cells()[pos & (queue_cells - 1)];
+#if defined(__SANITIZE_THREAD__)
+      // The cell is free because the consumer moved head past it, which we
+      // learned through `limit`: that chain runs through the consumer's own
+      // mapping of the region, and ThreadSanitizer, which tells atomics by
+      // their address, cannot follow it when producers map the region
+      // elsewhere (the white-box tests map it twice in one process). This
+      // load of the word the cell's last producer released hands it the
+      // same edge, through our mapping. Not in other builds: the cell is
+      // not read on the send path.
+      (void)c->h.seq.load(std::memory_order_acquire);
+#endif
       // The pid first, then the claim: a consumer that finds the sequence
       // at this index finds this producer's pid (queue_stalled).
       c->h.producer = self_pid();
