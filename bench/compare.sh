@@ -19,6 +19,7 @@
 #          TCP_ROUNDS=9        rounds of the tcp key metrics (bench/tcp_targets.sh)
 #          LNX_ROUNDS=5        rounds of the linked provider's (bench/lnx_compare.sh; LNX=0 skips)
 #          COLL_ROUNDS=3       rounds of the collectives' (bench/coll_compare.sh; COLL=0 skips)
+#          SWEEP=1             add the placement sweep (bench/placement_sweep.sh, ~8 min)
 # The "Key metrics" (8-byte tagged latency, 1 MiB tagged bandwidth,
 # 1 MiB RMA write bandwidth; weft vs libfabric shm vs UCX posix/cma) are
 # measured first, KEY_ROUNDS times, the libraries alternating.
@@ -50,16 +51,11 @@ smax=$(echo $sizes | tr ' ' '\n' | sort -n | tail -1)
 started=$(date +%s)
 
 # ---------------------------------------------------------------- CPUs
-expand_cpus() {  # "0-2,5" -> "0 1 2 5"
-  local part
-  for part in ${1//,/ }; do
-    if [[ $part == *-* ]]; then seq "${part%-*}" "${part#*-}"; else echo "$part"; fi
-  done
-}
+. "$root/bench/cpus.sh"
 if [ -n "${CPUS:-}" ]; then
   cpu_a=${CPUS%,*}; cpu_b=${CPUS#*,}
 else
-  allowed=($(expand_cpus "$(awk '/Cpus_allowed_list/{print $2}' /proc/self/status)"))
+  allowed=($(allowed_cpus))
   cpu_a=${allowed[0]:-0}; cpu_b=${allowed[1]:-$cpu_a}
 fi
 echo "compare: results in $out (CPUs $cpu_a,$cpu_b)"
@@ -629,6 +625,17 @@ if [ "${COLL:-1}" != 0 ]; then
   note "run: coll_compare.sh"
   CPUS=$cpu_a,$cpu_b bash "$root/bench/coll_compare.sh" "$build" "${COLL_ROUNDS:-3}" | sed '1s/^# /## /' \
     >>"$out/README.md" || note "coll_compare.sh failed"
+fi
+
+# The placement sweep (bench/placement_sweep.sh: small-message latency with
+# the two ranks on every pair of CPUs and on one CPU, beside the cache-line
+# floor): SWEEP=1 runs it. Not by default: it takes about 8 minutes on the
+# 2-CPU VM, most of it the other libraries with both ranks on one CPU, where
+# each of their messages waits for a time slice (milliseconds).
+if [ "${SWEEP:-0}" != 0 ]; then
+  note "run: placement sweep"
+  WEFT_LIB=$weft_lib RAW=$data/sweep.dat bash "$root/bench/placement_sweep.sh" "$build" 2>>"$log" |
+    sed '1s/^# /## /' >>"$out/README.md" || note "placement_sweep.sh failed"
 fi
 
 # ---------------------------------------------------------------- RSM face

@@ -88,6 +88,37 @@ TEST(ShmQueue, FullQueueRefusesThenRecovers) {
   EXPECT_NE(queue_claim(r), nullptr);
 }
 
+// Protocol 7: the consumer frees cells by moving head alone, so a small
+// message's line crosses once (producer to consumer); producers read the
+// consumer's head once a lap, through the limit on their own line.
+TEST(ShmQueue, ConsumerWritesNoCellAndProducersReadHeadOncePerLap) {
+  std::string name = "qlap_" + std::to_string(getpid());
+  mapping owner;
+  region_create(owner, name);
+  region_init(owner.base(), name, -1, true);
+  region_view r{owner.base()};
+  queue_ctl* q = r.ctl();
+  EXPECT_EQ(q->limit.load(), queue_cells);
+  for (uint64_t i = 0; i < 3 * uint64_t{queue_cells}; ++i) {
+    cell* c = queue_claim(r);
+    ASSERT_NE(c, nullptr) << i;
+    c->h.opcode = op::msg;
+    c->h.tag = i;
+    queue_commit(r, c);
+    cell* got = queue_peek(r);
+    ASSERT_EQ(got, c);
+    EXPECT_EQ(got->h.tag, i);
+    cell_hdr before;
+    memcpy(static_cast<void*>(&before), &c->h, sizeof before);
+    queue_release(r, got);
+    EXPECT_EQ(memcmp(static_cast<void*>(&before), &c->h, sizeof before), 0) << "the consumer wrote cell " << i;
+    EXPECT_EQ(queue_peek(r), nullptr);
+    // The limit moves only when the tail reaches it: once a lap.
+    const uint64_t lap_end = (i / queue_cells + 1) * queue_cells;
+    EXPECT_EQ(q->limit.load(), lap_end) << i;
+  }
+}
+
 TEST(ShmRegion, Names) {
   EXPECT_TRUE(valid_name("1234_0"));
   EXPECT_FALSE(valid_name(""));

@@ -139,32 +139,54 @@ extern const bool has_prefetchw;
 bool pid_alive(int32_t pid) noexcept;
 bool cma_usable(bool disabled) noexcept;  // process_vm_readv works here (and is not disabled)
 
-// Bounded MPSC ring with a sequence number per cell: a cell whose sequence
-// equals the producer index is free to claim; once written its sequence
-// becomes index + 1 (committed); the consumer frees it with index + depth.
+// Bounded MPSC ring (protocol 7). Only producers write a cell: at the claim
+// its sequence becomes the producer index, at the commit index + 1, which is
+// what the consumer polls for. The consumer frees cells by moving `head`
+// (its own line); producers learn which cells are free from the `limit` on
+// their own line (head + depth, as some producer last read head), and read
+// the consumer's line only when the tail reaches that limit: about once per
+// lap of the ring, not once per message. A cell line therefore crosses once
+// per message, writer to reader, and comes back as an invalidation.
 // Inline: these are the hot path of every send and every poll.
+
+// The consumer's head, read by a producer whose tail reached the limit
+// (once a lap): raises the limit, or says the queue is full (cold).
+bool queue_refill(queue_ctl* q, uint64_t pos) noexcept;
 
 // Claims the next cell of a peer's queue, or nullptr when the queue is full.
 inline cell* queue_claim(region_view r) noexcept {
   queue_ctl* q = r.ctl();
-  cell* cells = r.cells();
   uint64_t pos = q->tail.load(std::memory_order_relaxed);
   for (;;) {
-    cell* c = &cells[pos & (queue_cells - 1)];
-    uint64_t seq = c->h.seq.load(std::memory_order_acquire);
-    int64_t diff = static_cast<int64_t>(seq - pos);
-    if (diff == 0) {
-      // seq_cst (the same locked instruction on x86): ordered before the
-      // load of `sleeping` in queue_commit, against the owner's arm().
-      if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
-          [[likely]] {
-        c->h.producer = self_pid();
-        return c;
+    if (static_cast<int64_t>(pos - q->limit.load(std::memory_order_acquire)) >= 0) [[unlikely]] {
+      if (!queue_refill(q, pos)) {
+        uint64_t now = q->tail.load(std::memory_order_relaxed);
+        if (now == pos) return nullptr;  // full
+        pos = now;
+        continue;
       }
-    } else if (diff < 0) {
-      return nullptr;  // full
-    } else {
-      pos = q->tail.load(std::memory_order_relaxed);
+    }
+    // seq_cst (the same locked instruction on x86): ordered before the
+    // load of `sleeping` in queue_commit, against the owner's arm().
+    if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
+        [[likely]] {
+      cell* c = &r.cells()[pos & (queue_cells - 1)];
+#if defined(__SANITIZE_THREAD__)
+      // The cell is free because the consumer moved head past it, which we
+      // learned through `limit`: that chain runs through the consumer's own
+      // mapping of the region, and ThreadSanitizer, which tells atomics by
+      // their address, cannot follow it when producers map the region
+      // elsewhere (the white-box tests map it twice in one process). This
+      // load of the word the cell's last producer released hands it the
+      // same edge, through our mapping. Not in other builds: the cell is
+      // not read on the send path.
+      (void)c->h.seq.load(std::memory_order_acquire);
+#endif
+      // The pid first, then the claim: a consumer that finds the sequence
+      // at this index finds this producer's pid (queue_stalled).
+      c->h.producer = self_pid();
+      c->h.seq.store(pos, std::memory_order_release);
+      return c;
     }
   }
 }
@@ -213,14 +235,16 @@ inline void queue_commit(region_view r, cell* c) noexcept {
 }
 
 // The committed cell `skip` cells past the head of our own queue (cells
-// consumed but not released yet), or nullptr.
+// consumed but not released yet), or nullptr. Sequences left from earlier
+// laps (index + 1 - k * depth) never equal it.
 inline cell* queue_peek(region_view r, uint32_t skip = 0) noexcept {
   uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
   cell* c = &r.cells()[pos & (queue_cells - 1)];
   if (c->h.seq.load(std::memory_order_acquire) == pos + 1) return c;
   return nullptr;
 }
-// Returns the n cells at the head to the producers.
+// Returns the n cells at the head to the producers: one store to `head`,
+// nothing written to the cells.
 void queue_release_n(region_view r, uint32_t n) noexcept;
 // A dead producer's claimed-but-uncommitted head cell, turned into a nop.
 cell* queue_stalled(region_view r) noexcept;
@@ -432,9 +456,12 @@ struct ep : endpoint {
   std::list<pending_cell> backlog;  // responses that found the peer's queue full
   uint64_t last_liveness_check = 0;
   uint32_t polls = 0;  // progress calls, to pace the periodic checks
+  // Progress calls in a row that found nothing: at idle_yield_polls the
+  // thread yields its CPU (see progress).
+  uint32_t idle_polls = 0;
   // Cells consumed by the last progress call and handed back at the start of
-  // the next one: the release stores then never sit in front of the locked
-  // instruction of a send the application makes in between.
+  // the next one (one store to head): it then never sits in front of the
+  // locked instruction of a send the application makes in between.
   uint32_t unreleased = 0;
   // Sleeping on an FD wait object (fi_trywait): the bell peers ring, and a
   // timer that wakes a sleeper now and then to look for peers that died
@@ -542,6 +569,13 @@ ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq
                     uint64_t op_flags) noexcept;
 
 // ------------------------------------------------------------------ requests (shm_progress.cpp)
+// Empty progress calls in a row after which a polling thread yields its CPU
+// (sched_yield): a peer that waits on this CPU for its turn (both ranks of a
+// ping-pong on one CPU, more ranks than CPUs) then runs at once instead of
+// at the end of our time slice. A few microseconds of polling: far more
+// than a message takes between two CPUs, so a busy two-CPU exchange never
+// gets here, and with nothing else to run the call returns at once.
+inline constexpr uint32_t idle_yield_polls = 256;
 request* new_request(ep& e, peer* to, req_kind kind, void* context, uint64_t cq_flags, uint64_t op_flags,
                      size_t len) noexcept;
 void finish_request(ep& e, request* r) noexcept;

@@ -1,5 +1,6 @@
 // prov/shm: progress — draining our receive queue (one handler per opcode),
 // pushing what waits to go out, requests, and noticing peers that died.
+#include <sched.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -260,6 +261,14 @@ void progress(ep& e) noexcept {
     }
     if (!e.splits.empty()) [[unlikely]]
       poll_splits(e);
+    // Nothing arrived: after idle_yield_polls such calls in a row, let a
+    // peer that shares our CPU run (its reply is what we wait for).
+    if (e.unreleased) {
+      e.idle_polls = 0;
+    } else if (++e.idle_polls >= idle_yield_polls) [[unlikely]] {
+      e.idle_polls = 0;
+      sched_yield();
+    }
     // Periodic checks (peers that died, cells abandoned by dead producers):
     // every 64th call while something waits on a peer, every 256th
     // otherwise, so the polling path stays a few loads and reads no clock.

@@ -26,7 +26,8 @@
 // Cache-line plan: the ring's producer index and consumer index sit on their
 // own lines (producers contend on one, the consumer owns the other); each
 // cell's sequence word shares a line with the cell header the consumer reads
-// right after it.
+// right after it, and only producers write cells (the consumer frees them
+// by moving head), so a small message is one line crossing once.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -39,7 +40,7 @@ namespace weft::shm {
 inline constexpr size_t cacheline = 64;
 inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
-inline constexpr uint32_t proto_version = 6;
+inline constexpr uint32_t proto_version = 7;
 
 inline constexpr size_t name_max = 64;            // an endpoint name, NUL included
 inline constexpr size_t inject_max = 4096;        // payload bytes in one cell
@@ -91,7 +92,7 @@ inline constexpr uint32_t flag_ack_arrival = 1u << 9;     // msg: op::ack once t
 inline constexpr size_t inline_max = 16;
 
 struct cell_hdr {
-  std::atomic<uint64_t> seq;  // ring sequence (see queue)
+  std::atomic<uint64_t> seq;  // ring index at the claim, index + 1 once committed (see queue_claim)
   op opcode;
   uint8_t atomic_op;  // enum fi_op, for op::atomic
   uint8_t datatype;   // enum fi_datatype, for op::atomic
@@ -245,13 +246,19 @@ struct alignas(cacheline) region_hdr {
 static_assert(std::is_standard_layout_v<region_hdr>);
 static_assert(sizeof(region_hdr) == 4 * cacheline);
 
-// The ring's two indices, each on its own line. `sleeping` shares the
-// producers' line: a sender reads it right after its claim (the line is in
-// its cache then) and rings the owner's bell when it is 1 (see shm_ep.cpp).
+// The ring's two indices, each on its own line. The producers' line holds
+// the tail, `limit` (the end of the cells known to be free: head + depth as
+// a producer last read head, so the consumer's line is read once a lap, not
+// once a message) and `sleeping`: a sender reads it right after its claim
+// (the line is in its cache then) and rings the owner's bell when it is 1
+// (see shm_ep.cpp). The consumer's line holds only head, which it stores
+// when it frees cells; no cell is written by the consumer.
 enum sleep_state : uint32_t { awake = 0, asleep = 1, rung = 2 };
 struct alignas(cacheline) queue_ctl {
   alignas(cacheline) std::atomic<uint64_t> tail;  // next cell to claim (producers)
   std::atomic<uint32_t> sleeping;                 // sleep_state, set by the owner's fi_trywait
+  uint32_t reserved0;
+  std::atomic<uint64_t> limit;                    // cells below it are free (producers)
   alignas(cacheline) std::atomic<uint64_t> head;  // next cell to consume (owner)
 };
 static_assert(sizeof(queue_ctl) == 2 * cacheline);

@@ -436,8 +436,10 @@ void region_init(unsigned char* base, const std::string& name, int domain_fd, bo
   h->domain_fd = domain_fd;
   strncpy(h->name, name.c_str(), name_max - 1);
   cell* cells = r.cells();
-  for (uint32_t i = 0; i < queue_cells; ++i) cells[i].h.seq.store(i, std::memory_order_relaxed);
+  // Neither claimed (index) nor committed (index + 1) at any index of the cell.
+  for (uint32_t i = 0; i < queue_cells; ++i) cells[i].h.seq.store(~uint64_t{0}, std::memory_order_relaxed);
   r.ctl()->tail.store(0, std::memory_order_relaxed);
+  r.ctl()->limit.store(queue_cells, std::memory_order_relaxed);
   r.ctl()->head.store(0, std::memory_order_relaxed);
   h->magic = region_magic;
   h->state.store(state_ready, std::memory_order_release);
@@ -451,13 +453,16 @@ const bool has_prefetchw = [] {
 
 void queue_release_n(region_view r, uint32_t n) noexcept {
   queue_ctl* q = r.ctl();
-  uint64_t head = q->head.load(std::memory_order_relaxed);
-  for (uint32_t i = 0; i < n; ++i) {
-    cell* c = &r.cells()[(head + i) & (queue_cells - 1)];
-    c->h.producer = 0;
-    c->h.seq.store(head + i + queue_cells, std::memory_order_release);
-  }
-  q->head.store(head + n, std::memory_order_release);
+  q->head.store(q->head.load(std::memory_order_relaxed) + n, std::memory_order_release);
+}
+
+bool queue_refill(queue_ctl* q, uint64_t pos) noexcept {
+  uint64_t lim = q->head.load(std::memory_order_acquire) + queue_cells;
+  if (static_cast<int64_t>(pos - lim) >= 0) return false;
+  // Another producer may store a limit from an older head after us: that
+  // only makes the next claim read head again, never claim a busy cell.
+  q->limit.store(lim, std::memory_order_release);
+  return true;
 }
 
 // The head cell was claimed but never committed and its producer is dead:
