@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   /* Arguments are checked before MPI_Init: --help and mistakes need no MPI. */
   long size = 8, iters = 0;
   /* One source, two programs (mpi-pingpong, mpi-pingpong-openmpi): errors name the one run. */
-  const char* self = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+  const char* self = strrchr(argv[0], '/');
+  self = self ? self + 1 : argv[0];
   if (tool_help_asked(argc, argv)) tool_help(usage);
   if (argc > 3) tool_usage_error(self, "too many arguments");
   if (argc > 1 && !tool_parse_long(argv[1], 0, 1L << 30, &size))
