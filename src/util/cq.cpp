@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "util/domain.hpp"
 #include "util/util.hpp"
 
@@ -62,6 +63,7 @@ struct cq {
   std::vector<cq_slot> ring;  // power-of-two capacity
   size_t head = 0;
   size_t count = 0;
+  std::atomic<uint32_t> holds{0};  // endpoints holding the entries back (cq_hold): read beside count
   std::deque<cq_error> errs;
   std::vector<uint8_t> err_buf;  // provider-owned err_data handed out by readerr
   // fi_cq_signal: pending until a blocking read consumes it (returning
@@ -70,6 +72,7 @@ struct cq {
   waiter w;
   progress_list progress;
   users users_;
+  std::atomic<uint64_t> hold_since_ms{0};  // when the first of the holds began
 
   cq(domain* d, const fi_cq_attr& attr, void* context, wait_set* ws);
 
@@ -153,9 +156,17 @@ ssize_t drain(cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
   return static_cast<ssize_t>(n);
 }
 
+// Entries are held back (cq_hold): an endpoint still owes a peer, and the
+// hold is younger than its bound. One load when nobody holds.
+bool held(const cq* c) noexcept {
+  if (!c->holds.load(std::memory_order_acquire)) [[likely]]
+    return false;
+  return now_ms() - c->hold_since_ms.load(std::memory_order_relaxed) < cq_hold_max_ms;
+}
+
 // Lock held.
 ssize_t read_locked(cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
-  if (!c->count) return -FI_EAGAIN;
+  if (!c->count || held(c)) return -FI_EAGAIN;
   if (c->ring[c->head].is_err) return -FI_EAVAIL;
   switch (c->format) {
     case FI_CQ_FORMAT_MSG:
@@ -187,7 +198,7 @@ ssize_t cq_readerr_op(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) noexcept 
   cq* c = of(f);
   c->progress.run();
   std::lock_guard<policy_mutex> l(c->mtx);
-  if (!c->head_is_err()) return -FI_EAGAIN;
+  if (!c->head_is_err() || held(c)) return -FI_EAGAIN;
   cq_error& e = c->errs.front();
   // Callers of API < 1.5 pass the older, shorter struct (no err_data_size)
   // and always get a buffer the CQ owns.
@@ -235,7 +246,8 @@ ssize_t cq_sreadfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src, cons
     uint64_t seen = c->w.seq();
     {
       std::lock_guard<policy_mutex> l(c->mtx);
-      if (c->count >= threshold || c->head_is_err()) return read_locked(c, buf, count, src);
+      const bool ready = (c->count >= threshold || c->head_is_err()) && !held(c);
+      if (ready) return read_locked(c, buf, count, src);
       if (c->w.is_shut()) return -FI_ECANCELED;  // the CQ is being closed
       bool signaled = c->signaled.exchange(false, std::memory_order_acq_rel);
       if (d.expired() || signaled) return c->count ? read_locked(c, buf, count, src) : -FI_EAGAIN;
@@ -375,6 +387,16 @@ int cq_write_error(fid_cq* f, const fi_cq_err_entry& err, fi_addr_t src) noexcep
   }
   c->w.signal();
   return 0;
+}
+
+void cq_hold(fid_cq* f, bool on) noexcept {
+  cq* c = of(f);
+  if (!on) {
+    c->holds.fetch_sub(1, std::memory_order_acq_rel);
+    return;
+  }
+  if (c->holds.load(std::memory_order_relaxed) == 0) c->hold_since_ms.store(now_ms(), std::memory_order_relaxed);
+  c->holds.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void cq_take(fid_cq* f) noexcept {

@@ -40,6 +40,20 @@ int cq_write(fid_cq* cq, void* op_context, uint64_t flags, size_t len, void* buf
 // Returns 0, or -FI_EINVAL / -FI_ENOMEM.
 int cq_write_error(fid_cq* cq, const fi_cq_err_entry& err, fi_addr_t src = FI_ADDR_NOTAVAIL) noexcept;
 
+// Holding completions back. An endpoint whose transport owes a peer
+// something it could not send yet (an acknowledgement behind that peer's
+// full queue) holds the CQs it is bound to: their reads find no entry until
+// it is out. An application that has seen all of its completions may stop
+// calling the library (an out-of-band barrier, a PMIx fence); without the
+// hold, what it still owes would stay with it and its peer would wait for
+// an acknowledgement forever. With it, the application calls again, its
+// polls push the rest out, and only then does it see its completions. A hold
+// is bounded: a peer that takes nothing for cq_hold_max_ms (stopped, or
+// hostile) is given up on for this hold, and the entries are readable.
+// Calls nest (one per holding endpoint); the CQ's lock is not needed.
+inline constexpr uint64_t cq_hold_max_ms = 2000;
+void cq_hold(fid_cq* cq, bool on) noexcept;
+
 // References held by endpoints, contexts, poll sets.
 void cq_take(fid_cq* cq) noexcept;
 void cq_drop(fid_cq* cq) noexcept;

@@ -27,14 +27,11 @@ void stop_progress_thread(endpoint& e) {
 }
 
 void unbind_all(endpoint& e) noexcept {
-  if (e.tx_cq) {
-    cq_del_poller(e.tx_cq, endpoint_poller, &e);
-    cq_drop(e.tx_cq);
-  }
-  if (e.rx_cq) {
-    if (e.rx_cq != e.tx_cq) cq_del_poller(e.rx_cq, endpoint_poller, &e);
-    cq_drop(e.rx_cq);
-  }
+  if (e.tx_cq) cq_del_poller(e.tx_cq, endpoint_poller, &e);
+  if (e.rx_cq && e.rx_cq != e.tx_cq) cq_del_poller(e.rx_cq, endpoint_poller, &e);
+  ep_owing(e, false);  // no poller runs now: what it owed goes with it
+  if (e.tx_cq) cq_drop(e.tx_cq);
+  if (e.rx_cq) cq_drop(e.rx_cq);
   fid_cntr* cntrs[] = {e.cntr_send, e.cntr_recv, e.cntr_read, e.cntr_write, e.cntr_rread, e.cntr_rwrite};
   for (size_t i = 0; i < 6; ++i) {
     fid_cntr* c = cntrs[i];
@@ -511,6 +508,13 @@ int ep_watch_fd(endpoint& e, int fd, bool add) noexcept {
     taken += (add ? cntr_add_wait_fd(cntrs[i], fd, EPOLLIN) : cntr_del_wait_fd(cntrs[i], fd)) == 0;
   }
   return taken;
+}
+
+void ep_owing_slow(endpoint& e, bool on) noexcept {
+  if (on && !e.enabled) return;  // closing (unbind_all let go of its CQs) or not started
+  e.owing = on;
+  if (e.tx_cq) cq_hold(e.tx_cq, on);
+  if (e.rx_cq && e.rx_cq != e.tx_cq) cq_hold(e.rx_cq, on);
 }
 
 void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t) noexcept {

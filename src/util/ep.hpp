@@ -104,6 +104,7 @@ struct endpoint {
   uint64_t rx_op_flags = 0;
   size_t inject_size = 0;
   bool enabled = false;
+  bool owing = false;  // ep_owing: the transport owes a peer cells it could not send yet
   // Locking is chosen once at open from the threading level (see
   // endpoint_init): FI_THREAD_SAFE or auto progress take the lock.
   policy_mutex own_lock;
@@ -173,6 +174,15 @@ inline uint64_t rx_flags_of(fid_ep* f, const endpoint& e) noexcept {
 }
 
 // ------------------------------------------------------------------ completions
+// The transport owes a peer something it could not send yet (a response
+// behind the peer's full queue: `on`), or no longer does: the endpoint's
+// CQs hold their entries back meanwhile (cq_hold, util/cq.hpp says why).
+// Cheap when nothing changes; under the endpoint's lock.
+void ep_owing_slow(endpoint& e, bool on) noexcept;
+inline void ep_owing(endpoint& e, bool on) noexcept {
+  if (e.owing != on) [[unlikely]]
+    ep_owing_slow(e, on);
+}
 // A transmit operation ended: a CQ entry unless the operation asked for none
 // (selective completion without FI_COMPLETION, injects), and its counter.
 void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, size_t len) noexcept;

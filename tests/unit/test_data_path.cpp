@@ -1265,6 +1265,64 @@ TEST_P(data_path, DiscardedDeliveryCompleteSendCompletes) {
   });
 }
 
+// A receiver that has seen all of its completions may stop calling the
+// library (an out-of-band barrier, a fence): nothing it owes a sender may
+// stay behind with it. Rank 1 takes the last fragment of rank 0's message
+// while rank 0's queue is full, so its acknowledgement cannot go yet: its
+// CQ holds the receive's completion until the acknowledgement is out, and
+// rank 0's send completes although rank 1 calls nothing once it has it.
+// (AllToAllTagged found this under load: a rank that finished went to its
+// barrier with acknowledgements still queued.)
+TEST_P(data_path, CompletionWaitsForWhatTheReceiverOwes) {
+  const std::string mode = GetParam().name;
+  if (mode != "shm_cma" && mode != "shm_nocma" && mode != "lnx") {
+    GTEST_SKIP() << "fills an shm queue; a tcp acknowledgement rides the socket's buffer";
+  }
+  mp_run(2, [](mp_peer& p) {
+    constexpr size_t len = 20000;  // five cells: fragments, acknowledged
+    std::vector<unsigned char> buf(len);
+    fi_cq_tagged_entry ce;
+    fi_cq_err_entry err{};
+    if (p.rank == 1) {
+      ASSERT_EQ(fi_trecv(p.ep, buf.data(), len, nullptr, FI_ADDR_UNSPEC, 7, 0, &buf), 0);
+    }
+    p.barrier();
+    if (p.rank == 0) {
+      for (size_t k = 0; k < len; ++k) buf[k] = static_cast<unsigned char>(k * 7 + 3);
+      ASSERT_EQ(fi_tsend(p.ep, buf.data(), len, nullptr, p.addr[1], 7, &buf), 0);
+    }
+    p.barrier();  // every fragment is in rank 1's queue; rank 0 calls nothing until the next barrier
+    bool received = false;
+    if (p.rank == 1) {
+      uint64_t x = 0;
+      ssize_t ret;
+      int injects = 0;
+      while ((ret = fi_tinject(p.ep, &x, sizeof x, p.addr[0], 9)) == 0) ++injects;
+      ASSERT_EQ(ret, -FI_EAGAIN) << "rank 0's queue never filled";
+      EXPECT_GT(injects, 0);
+      // The fragments arrive here; the acknowledgement finds rank 0's queue full.
+      ret = fi_cq_read(p.cq, &ce, 1);
+      EXPECT_EQ(ret, -FI_EAGAIN) << "the receive completed while its acknowledgement was still ours";
+      received = ret == 1;
+    }
+    p.barrier();
+    if (p.rank == 1) {
+      if (!received) {
+        ASSERT_EQ(p.wait_cq(&ce, &err, 20000), 1) << fi_strerror(err.err);
+      }
+      EXPECT_EQ(ce.op_context, &buf);
+      ASSERT_EQ(ce.len, len);
+      for (size_t k = 0; k < len; ++k) ASSERT_EQ(buf[k], static_cast<unsigned char>(k * 7 + 3)) << k;
+    } else {
+      // Rank 1 may be in the next barrier already: its acknowledgement came before its completion.
+      ASSERT_EQ(p.wait_cq(&ce, &err, 5000), 1) << fi_strerror(err.err);
+      EXPECT_EQ(ce.op_context, &buf);
+      EXPECT_TRUE(ce.flags & FI_SEND);
+    }
+    p.barrier();
+  });
+}
+
 // Two senders, one wildcard receive queue: each sender's messages match in
 // the order it sent them, and FI_SOURCE names the sender, whichever path
 // its messages took. Under the linked provider on two hosts, rank 2 shares

@@ -309,6 +309,7 @@ bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t 
     pc.payload.assign(static_cast<const unsigned char*>(payload),
                       static_cast<const unsigned char*>(payload) + len);
     e.backlog.push_back(std::move(pc));
+    ep_owing(e, true);  // our completions wait for it (util/cq.hpp, cq_hold)
     return true;
   } catch (...) {
     return false;

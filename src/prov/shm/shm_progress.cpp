@@ -52,6 +52,7 @@ void push_outgoing(ep& e) noexcept {
     post_cell(*pc.to, c, pc.h, pc.payload.data(), pc.payload.size());
     e.backlog.pop_front();
   }
+  ep_owing(e, !e.backlog.empty());
   // Fragment streams of large messages / writes without CMA.
   for (auto it = e.outgoing.begin(); it != e.outgoing.end();) {
     request* r = *it;
@@ -211,6 +212,13 @@ void check_liveness(ep& e) noexcept {
   });
   for (auto& kv : e.by_name)
     if (!pid_alive(kv.second->pid)) kv.second->dead = true;
+  // What we owed peers that died goes: nobody takes it, and it holds our
+  // completions back (ep_owing).
+  if (!e.backlog.empty()) [[unlikely]] {
+    e.backlog.remove_if(
+        [](const ep::pending_cell& pc) { return pc.to->dead || (pc.to->pid > 0 && !pid_alive(pc.to->pid)); });
+    ep_owing(e, !e.backlog.empty());
+  }
   // Receives being filled by a sender that died.
   for (auto it = e.assemblies.begin(); it != e.assemblies.end();) {
     peer_slot& s = e.me.peers()[it->src_slot];  // a slot cell_sane let in

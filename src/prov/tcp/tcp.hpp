@@ -200,6 +200,9 @@ struct ep final : endpoint {
 
   request_pool<request> requests;
   request_pool<response> responses;
+  // Responses queued behind a full socket: while there are any, our CQs
+  // hold their entries back (ep_owing, util/cq.hpp says why).
+  uint32_t responses_queued = 0;
   std::unordered_map<uint64_t, link*> links;  // by serial
   uint64_t next_serial = 1;
   std::list<rndv_recv> rndv_recvs;

@@ -315,7 +315,12 @@ int respond(ep& e, link& lk, const frame_hdr& h, const iovec* payload, size_t co
   r->lk = &lk;
   int ret = r->out.tx.prepare(swap_hdr(h), nullptr, payload, count);
   if (ret == 0) ret = lk.c ? lk.c->send(r->out.tx) : -FI_ENOTCONN;
-  if (ret != 0) e.responses.release(r);  // written whole, or never
+  if (ret != 0) {
+    e.responses.release(r);  // written whole, or never
+  } else {
+    e.responses_queued++;  // on_sent later
+    ep_owing(e, true);
+  }
   return ret < 0 ? ret : 0;
 }
 
@@ -347,10 +352,13 @@ void give_credit(ep& e, link& lk, uint64_t bytes) noexcept {
     return;
   }
   lk.owed = 0;
-  if (ret == 1)
+  if (ret == 1) {
     e.responses.release(r);
-  else
+  } else {
     lk.granting = true;  // until on_sent
+    e.responses_queued++;
+    ep_owing(e, true);
+  }
 }
 
 // ------------------------------------------------------------------ the connections' callbacks
@@ -455,6 +463,8 @@ void sent(ep& e, conn* c, tx_entry& t, int err) noexcept {
       auto* r = static_cast<response*>(fo.owner);
       if (r->credit && r->lk) r->lk->granting = false;
       e.responses.release(r);
+      if (e.responses_queued) e.responses_queued--;
+      ep_owing(e, e.responses_queued != 0);
       return;
     }
   }
