@@ -63,7 +63,6 @@ struct cq {
   std::vector<cq_slot> ring;  // power-of-two capacity
   size_t head = 0;
   size_t count = 0;
-  std::atomic<uint32_t> holds{0};  // endpoints holding the entries back (cq_hold): read beside count
   std::deque<cq_error> errs;
   std::vector<uint8_t> err_buf;  // provider-owned err_data handed out by readerr
   // fi_cq_signal: pending until a blocking read consumes it (returning
@@ -72,7 +71,10 @@ struct cq {
   waiter w;
   progress_list progress;
   users users_;
-  std::atomic<uint64_t> hold_since_ms{0};  // when the first of the holds began
+  // Endpoints holding the entries back (cq_hold), and since when. Last:
+  // the fields above keep the places the data path found them in.
+  std::atomic<uint32_t> holds{0};
+  std::atomic<uint64_t> hold_since_ms{0};
 
   cq(domain* d, const fi_cq_attr& attr, void* context, wait_set* ws);
 

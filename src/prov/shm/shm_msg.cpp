@@ -6,7 +6,8 @@
 //   eager    <= 4 KiB                    one cell (acked for FI_DELIVERY_COMPLETE when a
 //                                        receive took it, for FI_TRANSMIT_COMPLETE when the
 //                                        receiver took the cell)
-//   frag     <= 256 KiB, or without CMA  a stream of cells the receiver empties as we fill them
+//   frag     <= 256 KiB (a collective's: 1 MiB), or without CMA
+//                                        a stream of cells the receiver empties as we fill them
 //   rndv     larger, with CMA            a descriptor; the receiver pulls (split with us)
 //
 // Return values: 0 when the operation was taken (its outcome, good or bad,
@@ -16,6 +17,7 @@
 
 #include "prov/shm/shm.hpp"
 #include "prov/shm/shm_part.hpp"
+#include "util/coll.hpp"
 #include "util/ep_ops.hpp"
 
 namespace weft::shm {
@@ -24,10 +26,10 @@ namespace {
 
 enum class proto : uint8_t { inline_msg, eager, frag, rndv };
 
-inline proto select(size_t len, uint32_t ack, const peer& p) noexcept {
+inline proto select(size_t len, uint32_t ack, const peer& p, uint64_t flags) noexcept {
   if (len <= inject_max) [[likely]]
     return (len <= inline_max && !ack) ? proto::inline_msg : proto::eager;
-  return (p.cma && len > eager_max) ? proto::rndv : proto::frag;
+  return (p.cma && len > ((flags & flag_coll) ? coll_eager_max : eager_max)) ? proto::rndv : proto::frag;
 }
 
 // What every protocol puts in the header of its first cell.
@@ -173,7 +175,7 @@ ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag
   const uint32_t ack = (flags & FI_DELIVERY_COMPLETE)   ? flag_want_ack
                        : (flags & FI_TRANSMIT_COMPLETE) ? flag_ack_arrival
                                                          : 0;
-  switch (select(len, ack, *to.p)) {
+  switch (select(len, ack, *to.p, flags)) {
     case proto::inline_msg:
       return send_inline(e, *to.p, iov, count, len, m, context, flags);
     case proto::eager:

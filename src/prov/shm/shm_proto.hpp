@@ -50,6 +50,13 @@ inline constexpr uint32_t peer_slots_max = 65536; // live senders one endpoint c
 inline constexpr uint32_t mr_table_slots = 8192;  // registrations per domain (power of two)
 inline constexpr size_t iov_max = 4;
 inline constexpr size_t eager_max = 262144;  // larger messages use a CMA rendezvous (split)
+// The collective engine's messages (flag_coll) stream through cells up to
+// this size: a step sends and receives at once on both sides, and a
+// fragment stream pipelines the copy where a rendezvous first costs each
+// side a descriptor, a pull and a split handshake (1 MiB allreduce of two
+// processes: 117 us against 185 us with the VM's CPUs sharing a cache,
+// about 580 us either way, as MPICH's and Open MPI's, when they do not).
+inline constexpr size_t coll_eager_max = size_t{1} << 20;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
