@@ -254,7 +254,9 @@ ssize_t cq_sreadfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src, cons
       bool signaled = c->signaled.exchange(false, std::memory_order_acq_rel);
       if (d.expired() || signaled) return c->count ? read_locked(c, buf, count, src) : -FI_EAGAIN;
     }
-    c->w.block(seen, d, pollers ? progress_slice_ms : -1);
+    // A hold ends with a signal, or when its bound passes: look again then.
+    const bool holding = c->holds.load(std::memory_order_acquire) != 0;
+    c->w.block(seen, d, (pollers || holding) ? progress_slice_ms : -1);
   }
 }
 
@@ -394,7 +396,9 @@ int cq_write_error(fid_cq* f, const fi_cq_err_entry& err, fi_addr_t src) noexcep
 void cq_hold(fid_cq* f, bool on) noexcept {
   cq* c = of(f);
   if (!on) {
-    c->holds.fetch_sub(1, std::memory_order_acq_rel);
+    // The last hold ends: entries written meanwhile are readable now, and a
+    // sleeper (fi_cq_sread with auto progress, an FD waiter) hears of them.
+    if (c->holds.fetch_sub(1, std::memory_order_acq_rel) == 1) c->w.signal();
     return;
   }
   if (c->holds.load(std::memory_order_relaxed) == 0) c->hold_since_ms.store(now_ms(), std::memory_order_relaxed);

@@ -310,6 +310,45 @@ TEST_P(CqTest, SreadWokenByWriter) {
   }
 }
 
+// An endpoint that owes a peer holds its CQs (cq_hold): reads find nothing
+// until the hold ends, which wakes a sleeper in fi_cq_sread; a hold that
+// outlives its bound lets the entries be read.
+TEST_P(CqTest, HeldEntriesWaitForTheHoldToEnd) {
+  for (fi_wait_obj w : {FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND}) {
+    SCOPED_TRACE(w);
+    fid_cq* cq = open(FI_CQ_FORMAT_CONTEXT, w);
+    fi_cq_entry e;
+    ASSERT_EQ(write(cq, 1), 0);
+    weft::cq_hold(cq, true);
+    weft::cq_hold(cq, true);  // two endpoints
+    EXPECT_EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+    EXPECT_EQ(fi_cq_sread(cq, &e, 1, nullptr, 20), -FI_EAGAIN);
+    weft::cq_hold(cq, false);
+    EXPECT_EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);  // one still holds
+    std::thread t([cq] {
+      std::this_thread::sleep_for(20ms);
+      weft::cq_hold(cq, false);
+    });
+    auto t0 = clk::now();
+    EXPECT_EQ(fi_cq_sread(cq, &e, 1, nullptr, 5000), 1);
+    EXPECT_LT(clk::now() - t0, 2s);  // woken by the end of the hold, not its bound
+    EXPECT_EQ(e.op_context, ctx(1));
+    t.join();
+    // A hold past its bound (cq_hold_max_ms): the entries are readable. The
+    // CQ is the same code for every provider and wait object: waited once.
+    if (w == FI_WAIT_UNSPEC && !strcmp(GetParam(), "shm")) {
+      ASSERT_EQ(write(cq, 2), 0);
+      weft::cq_hold(cq, true);
+      EXPECT_EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+      std::this_thread::sleep_for(std::chrono::milliseconds(weft::cq_hold_max_ms + 50));
+      EXPECT_EQ(fi_cq_read(cq, &e, 1), 1);
+      EXPECT_EQ(e.op_context, ctx(2));
+      weft::cq_hold(cq, false);
+    }
+    EXPECT_EQ(fi_close(&cq->fid), 0);
+  }
+}
+
 TEST_P(CqTest, SreadReturnsErrorAvail) {
   fid_cq* cq = open(FI_CQ_FORMAT_CONTEXT, FI_WAIT_UNSPEC);
   std::thread t([cq] {
