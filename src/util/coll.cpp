@@ -734,6 +734,14 @@ ssize_t op_msg(fid_ep* ep, const fi_msg_collective* msg, fi_ioc* resultv, void**
   }
 }
 
+// A transfer of `o` ended with err (0: it did not fail): the first error
+// is the operation's.
+void note_xfer_err(coll_op& o, int err) noexcept {
+  if (!err) return;
+  int none = 0;
+  o.xfer_err.compare_exchange_strong(none, err, std::memory_order_release);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ interface
@@ -742,10 +750,7 @@ void coll_tx_done(void* ctx, int err) noexcept {
   switch (static_cast<coll_ctx*>(ctx)->kind) {
     case ctx_kind::op: {
       auto* o = static_cast<coll_op*>(ctx);
-      if (err) {
-        int none = 0;
-        o->xfer_err.compare_exchange_strong(none, err, std::memory_order_release);
-      }
+      note_xfer_err(*o, err);
       o->sends_done.fetch_add(1, std::memory_order_release);
       return;
     }
@@ -762,10 +767,7 @@ void coll_rx_done(void* ctx, size_t len, int err) noexcept {
   switch (static_cast<coll_ctx*>(ctx)->kind) {
     case ctx_kind::op: {
       auto* o = static_cast<coll_op*>(ctx);
-      if (err) {
-        int none = 0;
-        o->xfer_err.compare_exchange_strong(none, err, std::memory_order_release);
-      }
+      note_xfer_err(*o, err);
       o->recv_bytes.fetch_add(len, std::memory_order_relaxed);
       o->recvs_done.fetch_add(1, std::memory_order_release);
       return;
