@@ -69,7 +69,8 @@ echo "Two processes on CPUs $cpus, $rounds rounds (orders alternating), median p
 echo "µs (the median of the rounds' medians). weft's over shm and tcp; Debian's libfabric over"
 echo "tcp;ofi_rxm (its only provider with FI_COLLECTIVE); MPICH and Open MPI on their own"
 echo "shared-memory paths. Ratios: weft shm over each other column (below 1: weft is faster)."
-echo "A busy 2-core machine: ratios side by side, not absolute times."
+echo "A busy 2-core machine: ratios side by side, not absolute times. Debian's allreduce_bw"
+echo "(1 MiB) returns wrong sums: see the checked table by size below."
 echo
 echo "| metric | weft shm | weft tcp | Debian tcp;ofi_rxm | MPICH | Open MPI | shm/rxm | shm/MPICH | shm/Open MPI | weft tcp/rxm |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -77,4 +78,60 @@ for m in $metrics; do
   wt=${m%%:*}
   s=$(med "$wt" weft_shm) t=$(med "$wt" weft_tcp) d=$(med "$wt" debian_rxm) a=$(med "$wt" mpich) o=$(med "$wt" openmpi)
   echo "| $wt | $s | $t | $d | $a | $o | $(ratio "$s" "$d") | $(ratio "$s" "$a") | $(ratio "$s" "$o") | $(ratio "$t" "$d") |"
+done
+
+# allreduce_lat by size, weft (shm, tcp) beside Debian's tcp;ofi_rxm: the
+# issue's "faster at every size" is only a comparison where both answers are
+# right, so each library's results are checked at each size first
+# (weft-perf --check: every element of 50 operations against the sum) and a
+# size where they are wrong says so beside its time.
+sizes=${COLL_SIZES:-"8 1024 16384 32768 131072 262144 1048576"}
+checked() {  # lib size prov -> "ok" or "wrong"
+  local env_lib=()
+  [ "$1" = weft ] && env_lib=(LD_LIBRARY_PATH="$lib")
+  if env "${env_lib[@]}" timeout 60 "$bin/weft-perf" -p "$3" -t allreduce_lat -s "$2" --cpus "$cpus" -n 50 --check \
+    --csv 2>/dev/null | grep -qE '^[0-9]'; then echo ok; else echo wrong; fi
+}
+sraw=$(mktemp)
+trap 'rm -f "$raw" "$sraw"' EXIT
+for s in $sizes; do
+  for l in weft_shm weft_tcp debian_rxm; do
+    case $l in
+      weft_shm) c=$(checked weft "$s" shm) ;;
+      weft_tcp) c=$(checked weft "$s" tcp) ;;
+      debian_rxm) c=$(checked debian "$s" tcp) ;;
+    esac
+    echo "check $l $s $c" >>"$sraw"
+  done
+done
+for r in $(seq 1 "$rounds"); do
+  order="weft_shm weft_tcp debian_rxm"
+  ((r % 2 == 0)) && order="debian_rxm weft_tcp weft_shm"
+  for s in $sizes; do
+    for l in $order; do
+      case $l in
+        weft_shm) v=$(wp weft allreduce_lat "$s" shm) ;;
+        weft_tcp) v=$(wp weft allreduce_lat "$s" tcp) ;;
+        debian_rxm) v=$(wp debian allreduce_lat "$s" tcp) ;;
+      esac
+      echo "size$s $l $r ${v:-}" >>"$raw"
+    done
+  done
+done
+cell() {  # lib size -> "time" or "time (wrong results)"
+  local v c
+  v=$(med "size$2" "$1")
+  c=$(awk -v l="$1" -v s="$2" '$1 == "check" && $2 == l && $3 == s {print $4}' "$sraw")
+  [ "$c" = ok ] && echo "$v" || echo "$v (results wrong)"
+}
+echo
+echo "allreduce_lat (FI_SUM of uint64) by size, µs, medians of $rounds rounds. Each cell's results were"
+echo "checked first (weft-perf --check, 50 operations, every element): \"results wrong\" marks a"
+echo "library whose allreduce returned wrong sums at that size; its time is not a comparison."
+echo
+echo "| bytes | weft shm | weft tcp | Debian tcp;ofi_rxm | weft shm/rxm | weft tcp/rxm |"
+echo "|---|---|---|---|---|---|"
+for s in $sizes; do
+  a=$(med "size$s" weft_shm) b=$(med "size$s" weft_tcp) d=$(med "size$s" debian_rxm)
+  echo "| $s | $(cell weft_shm "$s") | $(cell weft_tcp "$s") | $(cell debian_rxm "$s") | $(ratio "$a" "$d") | $(ratio "$b" "$d") |"
 done

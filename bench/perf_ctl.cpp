@@ -14,8 +14,17 @@
 
 namespace weft_perf {
 
+namespace {
+char g_last_failure[512];
+}
+
 void fail(const std::string& msg) {
+  snprintf(g_last_failure, sizeof g_last_failure, "%s", msg.c_str());
   throw perf_error(msg);
+}
+
+const char* last_failure() {
+  return g_last_failure;
 }
 
 double now_s() {

@@ -16,6 +16,10 @@ struct perf_error : std::runtime_error {
 };
 
 [[noreturn, gnu::cold]] void fail(const std::string& msg);
+// The message of the latest fail(), "" before any: a watchdog that ends the
+// process while a failure unwinds (a provider's fi_close that never returns)
+// prints it, so the reason is not lost with the exception.
+const char* last_failure();
 
 enum class ctl_type : uint32_t {
   hello = 1,  // initiator -> responder: payload = wire_config

@@ -97,9 +97,10 @@ double g_watchdog_s = 0;
 const char* g_watchdog_what = "";
 
 void watchdog_fired(int) {
-  char msg[200];
-  int n = snprintf(msg, sizeof msg, "weft-perf: error: %s did not return within %.0f s\n", g_watchdog_what,
-                   g_watchdog_s);
+  char msg[800];
+  const char* why = last_failure();
+  int n = snprintf(msg, sizeof msg, "%s%s%sweft-perf: error: %s did not return within %.0f s\n",
+                   *why ? "weft-perf: error: " : "", why, *why ? "\n" : "", g_watchdog_what, g_watchdog_s);
   if (write(2, msg, size_t(n)) < 0) {}
   _exit(1);
 }
@@ -158,7 +159,7 @@ fabric_session::fabric_session(const wire_config& cfg, ctl_channel& ctl, bool in
 fabric_session::~fabric_session() {
   // Debian's libfabric 1.17 (tcp;ofi_rxm) was seen spinning forever in
   // fi_close of an endpoint that ran allreduces of 64 KiB and more: bounded.
-  if (mc_) arm_watchdog(10, "fi_close after collectives (a provider bug)");
+  if (mc_) arm_watchdog(3, "fi_close after collectives (a provider bug)");
   if (mc_) fi_close(&mc_->fid);
   if (set_) fi_close(&set_->fid);
   if (mr_) fi_close(&mr_->fid);
