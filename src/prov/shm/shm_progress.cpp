@@ -247,7 +247,15 @@ void progress(ep& e) noexcept {
     }
     if (!e.backlog.empty() || !e.outgoing.empty()) [[unlikely]]
       push_outgoing(e);
+    // A call that follows empty ones (the caller waits for something)
+    // returns after the first cell it takes: looking at the next cell would
+    // wait for a line the sender holds (it prefetches its next cell), one
+    // more crossing between the cores before the caller sees what it waited
+    // for. The next call, no longer after an empty one, takes cells in
+    // batches again (a burst keeps its batching).
+    const bool waited = e.idle_polls != 0;
     for (int n = 0; n < 64; ++n) {
+      if (waited && n == 1) break;
       cell* c = queue_peek(e.me, e.unreleased);
       if (!c) break;
       if (!cell_sane(e, c->h)) [[unlikely]] {

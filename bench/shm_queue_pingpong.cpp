@@ -1,0 +1,192 @@
+// shm-queue-pingpong: weft's shm receive queue alone (src/prov/shm:
+// queue_claim, queue_commit, queue_peek, queue_release_n on two real endpoint
+// regions), between two processes, beside the cache-line floor measured the
+// same way in the same run. Each message is what fi_tinject of 8 bytes puts
+// in a cell (inject_small: the header line with the bytes inline) and what
+// progress reads of it; no endpoint, matcher or CQ exists. It tells how much
+// of a small message's latency the queue protocol costs over one cache line,
+// and so how much is left to the layers above it.
+//
+//   shm-queue-pingpong [CPU_A CPU_B [ROUNDS]]   (default 0 1 5)
+//   floor_ns <median one-way ns>   a counter bounced through two lines
+//   queue_ns <median one-way ns>   an 8-byte message through the queues
+//   queue_over_floor <ratio>       the medians of the rounds' ratios
+// Each round runs both, 300 batches of 2,000 round trips each; a figure is
+// the median of its batches' means (preemption spoils a batch, not the median).
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "prov/shm/shm.hpp"
+#include "tool_util.h"
+
+namespace {
+
+using namespace weft::shm;
+
+constexpr long batches = 300, per_batch = 2000, warmup = 5000;
+
+double now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
+}
+
+bool pin(long cpu) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(int(cpu), &s);
+  return sched_setaffinity(0, sizeof s, &s) == 0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct alignas(64) line {
+  std::atomic<long> v{0};
+};
+
+// The two processes step through the same loop; the initiator times batches.
+template <class Send, class Recv>
+double run(bool initiator, Send send, Recv recv) {
+  std::vector<double> t;
+  double t0 = 0;
+  for (long i = 0; i < warmup + batches * per_batch; ++i) {
+    if (initiator) {
+      send(i);
+      recv(i);
+      if (i == warmup - 1) t0 = now_ns();
+      if (i >= warmup && (i - warmup + 1) % per_batch == 0) {
+        double t1 = now_ns();
+        t.push_back((t1 - t0) / per_batch / 2);
+        t0 = t1;
+      }
+    } else {
+      recv(i);
+      send(i);
+    }
+  }
+  return median(t);
+}
+
+// One 8-byte tagged inject into region `to`, as inject_small fills it.
+void queue_send(region_view to, long i) {
+  cell* c;
+  while (!(c = queue_claim(to))) {
+  }
+  c->h.src = 0;
+  c->h.opcode = op::msg;
+  c->h.tag = 7;
+  c->h.data = 0;
+  c->h.size = 8;
+  uint64_t v = uint64_t(i);
+  copy_small(c->h.inl, &v, 8);
+  c->h.flags = static_cast<uint16_t>(flag_tagged | flag_inline);
+  queue_commit(to, c);
+}
+
+// Waits for message i in our region; hands the cell back on the next call,
+// as progress does.
+void queue_recv(region_view me, uint32_t& unreleased, long i) {
+  if (unreleased) {
+    queue_release_n(me, unreleased);
+    unreleased = 0;
+  }
+  cell* c;
+  while (!(c = queue_peek(me))) {
+  }
+  uint64_t v;
+  copy_small(&v, c->h.inl, 8);
+  if (v != uint64_t(i) || c->h.tag != 7) {
+    fprintf(stderr, "shm-queue-pingpong: message %ld arrived as %llu\n", i, (unsigned long long)v);
+    _exit(1);
+  }
+  unreleased = 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  static const char usage[] =
+      "usage: shm-queue-pingpong [CPU_A CPU_B [ROUNDS]]\n"
+      "weft's shm receive queue alone between two processes pinned to CPU_A and CPU_B\n"
+      "(default 0 and 1), beside a cache line bounced the same way, ROUNDS rounds (default 5).\n"
+      "Prints the medians in one-way ns (floor_ns, queue_ns) and queue_over_floor.\n";
+  if (tool_help_asked(argc, argv)) tool_help(usage);
+  long a = 0, b = 1, rounds = 5;
+  if (argc == 2 || argc > 4) tool_usage_error("shm-queue-pingpong", "give no arguments, CPU_A CPU_B, or CPU_A CPU_B ROUNDS");
+  if (argc > 2 && (!tool_parse_long(argv[1], 0, CPU_SETSIZE - 1, &a) || !tool_parse_long(argv[2], 0, CPU_SETSIZE - 1, &b)))
+    tool_usage_error("shm-queue-pingpong", "CPU numbers expected, not '%s %s'", argv[1], argv[2]);
+  if (argc > 3 && !tool_parse_long(argv[3], 1, 1000, &rounds))
+    tool_usage_error("shm-queue-pingpong", "ROUNDS must be 1 to 1000, not '%s'", argv[3]);
+
+  // Two endpoint regions, created before the fork: both processes map both.
+  std::string tag = std::to_string(getpid());
+  mapping ra, rb;
+  try {
+    region_create(ra, "qpp_a_" + tag);
+    region_create(rb, "qpp_b_" + tag);
+  } catch (...) {
+    fprintf(stderr, "shm-queue-pingpong: cannot create the regions\n");
+    return 1;
+  }
+  region_init(ra.base(), "qpp_a_" + tag, -1, false);
+  region_init(rb.base(), "qpp_b_" + tag, -1, false);
+  void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    perror("shm-queue-pingpong: mmap");
+    return 1;
+  }
+  line* ping = new (mem) line;
+  line* pong = new (static_cast<char*>(mem) + 64) line;
+
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) {
+    perror("shm-queue-pingpong: fork");
+    return 1;
+  }
+  const bool initiator = pid != 0;
+  if (!pin(initiator ? a : b)) {
+    fprintf(stderr, "shm-queue-pingpong: cannot pin to CPU %ld\n", initiator ? a : b);
+    if (initiator) waitpid(pid, nullptr, 0);
+    return 1;
+  }
+  region_view mine{initiator ? ra.base() : rb.base()}, theirs{initiator ? rb.base() : ra.base()};
+  uint32_t unreleased = 0;
+  std::vector<double> floor_ns, queue_ns, ratio;
+  for (long r = 0; r < rounds; ++r) {
+    // The floor: as cacheline-pingpong, counters offset per round.
+    const long base = r * (warmup + batches * per_batch);
+    double f = run(
+        initiator, [&](long i) { (initiator ? ping : pong)->v.store(base + i + 1, std::memory_order_release); },
+        [&](long i) {
+          while ((initiator ? pong : ping)->v.load(std::memory_order_acquire) != base + i + 1) {
+          }
+        });
+    double q = run(
+        initiator, [&](long i) { queue_send(theirs, i); }, [&](long i) { queue_recv(mine, unreleased, i); });
+    if (initiator) {
+      floor_ns.push_back(f);
+      queue_ns.push_back(q);
+      ratio.push_back(q / f);
+    }
+  }
+  if (!initiator) _exit(0);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 1;
+  printf("floor_ns %.1f\nqueue_ns %.1f\nqueue_over_floor %.2f\n", median(floor_ns), median(queue_ns), median(ratio));
+  return 0;
+}
