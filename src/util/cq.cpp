@@ -128,8 +128,8 @@ cq* of(fid_cq* f) noexcept {
 // One field at a time, straight into the application's entry (which may be
 // unaligned: memcpy of each field). Building the entry on the stack and
 // copying it whole made the copy's 16-byte load span two smaller stores the
-// CPU could not forward: a stall of about 6 ns in every fi_cq_read (68 % of
-// read_locked's samples in an 8-byte send-to-self loop).
+// CPU could not forward: a stall in every fi_cq_read (68 % of read_locked's
+// samples; an 8-byte send-to-self loop went from 52.9 to 50.3 ns).
 template <class T>
 inline void put_field(void* dst, size_t off, const T& v) noexcept {
   std::memcpy(static_cast<uint8_t*>(dst) + off, &v, sizeof(T));
