@@ -7,10 +7,16 @@
 // of a small message's latency the queue protocol costs over one cache line,
 // and so how much is left to the layers above it.
 //
-//   shm-queue-pingpong [CPU_A CPU_B [ROUNDS]]   (default 0 1 5)
+//   shm-queue-pingpong [CPU_A CPU_B [ROUNDS [RING_LINES...]]]   (default 0 1 5)
 //   floor_ns <median one-way ns>   a counter bounced through two lines
 //   queue_ns <median one-way ns>   an 8-byte message through the queues
 //   queue_over_floor <ratio>       the medians of the rounds' ratios
+//   ring_<N>_ns <median one-way ns>  for each RING_LINES N (a power of two
+//                                  up to 4096): the least a ring can do, N
+//                                  lines per direction in rotation, a message
+//                                  = its 8 bytes and a sequence stored in one
+//                                  line, no claim, no head (the reader polls
+//                                  the line the next message will use)
 // Each round runs both, 300 batches of 2,000 round trips each; a figure is
 // the median of its batches' means (preemption spoils a batch, not the median).
 #include <sched.h>
@@ -55,6 +61,11 @@ double median(std::vector<double> v) {
 
 struct alignas(64) line {
   std::atomic<long> v{0};
+};
+
+struct alignas(64) ring_line {
+  uint64_t data;
+  std::atomic<uint64_t> seq;
 };
 
 // The two processes step through the same loop; the initiator times batches.
@@ -119,17 +130,26 @@ void queue_recv(region_view me, uint32_t& unreleased, long i) {
 
 int main(int argc, char** argv) {
   static const char usage[] =
-      "usage: shm-queue-pingpong [CPU_A CPU_B [ROUNDS]]\n"
+      "usage: shm-queue-pingpong [CPU_A CPU_B [ROUNDS [RING_LINES...]]]\n"
       "weft's shm receive queue alone between two processes pinned to CPU_A and CPU_B\n"
       "(default 0 and 1), beside a cache line bounced the same way, ROUNDS rounds (default 5).\n"
-      "Prints the medians in one-way ns (floor_ns, queue_ns) and queue_over_floor.\n";
+      "Prints the medians in one-way ns (floor_ns, queue_ns) and queue_over_floor; for each\n"
+      "RING_LINES N (a power of two up to 4096) also ring_<N>_ns: a minimal ring of N lines\n"
+      "per direction (data and sequence stored in one line, no claim, no head).\n";
   if (tool_help_asked(argc, argv)) tool_help(usage);
   long a = 0, b = 1, rounds = 5;
-  if (argc == 2 || argc > 4) tool_usage_error("shm-queue-pingpong", "give no arguments, CPU_A CPU_B, or CPU_A CPU_B ROUNDS");
+  if (argc == 2) tool_usage_error("shm-queue-pingpong", "give no arguments, CPU_A CPU_B, or CPU_A CPU_B ROUNDS [RING_LINES...]");
   if (argc > 2 && (!tool_parse_long(argv[1], 0, CPU_SETSIZE - 1, &a) || !tool_parse_long(argv[2], 0, CPU_SETSIZE - 1, &b)))
     tool_usage_error("shm-queue-pingpong", "CPU numbers expected, not '%s %s'", argv[1], argv[2]);
   if (argc > 3 && !tool_parse_long(argv[3], 1, 1000, &rounds))
     tool_usage_error("shm-queue-pingpong", "ROUNDS must be 1 to 1000, not '%s'", argv[3]);
+  std::vector<long> rings;
+  for (int i = 4; i < argc; ++i) {
+    long n = 0;
+    if (!tool_parse_long(argv[i], 1, 4096, &n) || (n & (n - 1)))
+      tool_usage_error("shm-queue-pingpong", "RING_LINES must be a power of two from 1 to 4096, not '%s'", argv[i]);
+    rings.push_back(n);
+  }
 
   // Two endpoint regions, created before the fork: both processes map both.
   std::string tag = std::to_string(getpid());
@@ -143,13 +163,17 @@ int main(int argc, char** argv) {
   }
   region_init(ra.base(), "qpp_a_" + tag, -1, false);
   region_init(rb.base(), "qpp_b_" + tag, -1, false);
-  void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  // The floor's two lines, then two rings of up to 4096 lines each.
+  const size_t ring_bytes = 4096 * sizeof(ring_line);
+  void* mem = mmap(nullptr, 4096 + 2 * ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     perror("shm-queue-pingpong: mmap");
     return 1;
   }
   line* ping = new (mem) line;
   line* pong = new (static_cast<char*>(mem) + 64) line;
+  auto* ring_a = reinterpret_cast<ring_line*>(static_cast<char*>(mem) + 4096);
+  auto* ring_b = reinterpret_cast<ring_line*>(static_cast<char*>(mem) + 4096 + ring_bytes);
 
   fflush(stdout);
   pid_t pid = fork();
@@ -166,6 +190,8 @@ int main(int argc, char** argv) {
   region_view mine{initiator ? ra.base() : rb.base()}, theirs{initiator ? rb.base() : ra.base()};
   uint32_t unreleased = 0;
   std::vector<double> floor_ns, queue_ns, ratio;
+  std::vector<std::vector<double>> ring_ns(rings.size());
+  uint64_t ring_base = 0;  // sequences keep growing across rounds and rings
   for (long r = 0; r < rounds; ++r) {
     // The floor: as cacheline-pingpong, counters offset per round.
     const long base = r * (warmup + batches * per_batch);
@@ -177,6 +203,26 @@ int main(int argc, char** argv) {
         });
     double q = run(
         initiator, [&](long i) { queue_send(theirs, i); }, [&](long i) { queue_recv(mine, unreleased, i); });
+    for (size_t k = 0; k < rings.size(); ++k) {
+      const uint64_t mask = uint64_t(rings[k]) - 1, base = ring_base;
+      ring_line* out = initiator ? ring_b : ring_a;
+      ring_line* in = initiator ? ring_a : ring_b;
+      double v = run(
+          initiator,
+          [&](long i) {
+            ring_line& l = out[(base + uint64_t(i)) & mask];
+            l.data = uint64_t(i);
+            l.seq.store(base + uint64_t(i) + 1, std::memory_order_release);
+          },
+          [&](long i) {
+            ring_line& l = in[(base + uint64_t(i)) & mask];
+            while (l.seq.load(std::memory_order_acquire) != base + uint64_t(i) + 1) {
+            }
+            if (l.data != uint64_t(i)) _exit(1);
+          });
+      ring_base += uint64_t(warmup + batches * per_batch);
+      if (initiator) ring_ns[k].push_back(v);
+    }
     if (initiator) {
       floor_ns.push_back(f);
       queue_ns.push_back(q);
@@ -188,5 +234,6 @@ int main(int argc, char** argv) {
   waitpid(pid, &st, 0);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 1;
   printf("floor_ns %.1f\nqueue_ns %.1f\nqueue_over_floor %.2f\n", median(floor_ns), median(queue_ns), median(ratio));
+  for (size_t k = 0; k < rings.size(); ++k) printf("ring_%ld_ns %.1f\n", rings[k], median(ring_ns[k]));
   return 0;
 }
