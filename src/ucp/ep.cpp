@@ -372,14 +372,9 @@ UCP_EXPORT ucs_status_ptr_t ucp_ep_close_nbx(ucp_ep_h ep, const ucp_request_para
   bool force =
       param && (param->op_attr_mask & UCP_OP_ATTR_FIELD_FLAGS) && (param->flags & UCP_EP_CLOSE_FLAG_FORCE);
   if (force || ep->state == EP_FAILED) {
-    if (ep->state == EP_CONNECTED && ep->remote_id != ep->id && !(ep->flags & EPF_REMOTE_CLOSED)) {
-      // Best effort: the peer learns of it if the frame can go at once.
-      frame f{};
-      f.type = F_CLOSE;
-      f.dst = ep->remote_id;
-      f.src = ep->id;
-      if (ep->pending.empty() && sizeof f <= ep->tp->d->inject) fi_inject(ep->tp->ep, &f, sizeof f, ep->dest);
-    }
+    // The peer learns of it; what this endpoint injected goes out before
+    // its providers' endpoint closes (send_close_frame).
+    send_close_frame(ep, F_CLOSE);
     ep->close_stage = 3;
     ep_purge(ep, UCS_ERR_CANCELED);
     cm_close_ep(ep);

@@ -216,6 +216,7 @@ enum op_flags : uint16_t {
   OPF_NEEDS_ID = 128,  // needs the peer endpoint's id (frames, sync sends)
   OPF_AM_ACK = 256,    // an AM rendezvous read: acknowledge the sender when done
   OPF_PEEK_DONE = 512,
+  OPF_LINGER = 1024,  // a close frame counted in the worker's lingering (send_close_frame)
 };
 
 struct frame;
@@ -535,6 +536,7 @@ struct ucp_worker {
   double ka_last = 0;
   size_t peer_mode_eps = 0;
   size_t inflight = 0;
+  size_t lingering = 0;  // close frames not completed yet (send_close_frame)
   std::vector<wucp::request*> flushes;
   bool destroying = false;
 };
@@ -660,6 +662,13 @@ int send_frame(ucp_ep* ep, const frame& f, const void* p1, size_t l1, const void
 int issue(ucp_worker* w, op* o) noexcept;  // first issue or retry of a queued op; 0, -FI_EAGAIN, -err
 void enqueue(ucp_ep* ep, op* o) noexcept;
 int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload, size_t len) noexcept;
+// Sends a connected peer a last frame of `type` from `ep` (F_CLOSE: the
+// endpoint closes; F_KEEPALIVE: nothing for the peer, which ignores it)
+// with a completion, never injected, counted in w->lingering until it ends:
+// ucp_worker_destroy waits for those (bounded) before the providers'
+// endpoints close, so that frames the endpoint injected before it are
+// written out too (the provider sends a peer's frames in order).
+void send_close_frame(ucp_ep* ep, uint8_t type) noexcept;
 
 // datatypes (datatype.cpp)
 struct dt_view {

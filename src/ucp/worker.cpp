@@ -82,6 +82,7 @@ void op_finish(ucp_worker* w, op* o, ucs_status_t st) noexcept {
     }
   }
   if (o->type == OP_KEEPALIVE && ep) ep->ka_inflight = false;
+  if (o->flags & OPF_LINGER) w->lingering--;
   if (st == UCS_OK && o->result_ptr) memcpy(o->result_ptr, &o->result, o->result_size);
   if ((o->flags & OPF_FREE_BOUNCE) && o->bounce) free(o->bounce);
   if (o->flags & OPF_AM_ACK) {
@@ -310,6 +311,42 @@ int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload,
     op_free(w, o);
   }
   return static_cast<int>(rc);
+}
+
+void send_close_frame(ucp_ep* ep, uint8_t type) noexcept {
+  if (ep->state != EP_CONNECTED || ep->remote_id == ep->id || (ep->flags & EPF_REMOTE_CLOSED)) return;
+  ucp_worker* w = ep->w;
+  frame f{};
+  f.type = type;
+  f.dst = ep->remote_id;
+  f.src = ep->id;
+  op* o = op_alloc(w);
+  if (!o) return;
+  o->type = OP_MSEND;
+  o->tp = ep->tp;
+  o->dest = ep->dest;
+  o->bounce = malloc(sizeof f);
+  if (!o->bounce) {
+    op_free(w, o);
+    return;
+  }
+  o->flags |= OPF_FREE_BOUNCE | OPF_LINGER;
+  memcpy(o->bounce, &f, sizeof f);
+  o->iov[0] = {o->bounce, sizeof f};
+  o->niov = 1;
+  w->lingering++;
+  ssize_t rc = w->ctrl_pending.empty() ? fi_send(o->tp->ep, o->bounce, sizeof f, nullptr, o->dest, &o->fctx)
+                                       : -FI_EAGAIN;
+  if (rc == -FI_EAGAIN) {
+    try {
+      w->ctrl_pending.push_back(o);
+      w->attn = true;
+      return;
+    } catch (...) {
+      rc = -FI_ENOMEM;
+    }
+  }
+  if (rc) op_finish(w, o, from_fi(static_cast<int>(rc)));
 }
 
 bool progress_ctrl(ucp_worker* w) noexcept {
@@ -914,6 +951,20 @@ UCP_EXPORT void ucp_worker_destroy(ucp_worker_h w) {
     w->destroying = true;
     for (auto* l : std::vector<listener_impl*>(w->listeners))
       ucp_listener_destroy(reinterpret_cast<ucp_listener_h>(l));
+    // Linger, as a socket's close does: a send completes once the provider
+    // took it (an injected frame at once), and a provider's endpoint drops
+    // what it still holds when it closes (a frame queued behind a
+    // connection being opened: seen under load, the client of
+    // ucp_client_server exiting right after its send and the server never
+    // getting it). A last frame to each peer, which it ignores (the
+    // endpoints are not closed to it: no F_CLOSE, no error callbacks
+    // there), follows the endpoint's earlier frames in order; its
+    // completion says those are out. Bounded: a dead or silent peer costs
+    // at most linger_s.
+    for (ucp_ep* ep : w->eps)
+      if (ep && !ep->close_stage) send_close_frame(ep, F_KEEPALIVE);
+    constexpr double linger_s = 1.0;
+    for (const double end = now_s() + linger_s; w->lingering && now_s() < end;) progress_full(w);
     for (ucp_ep* ep : std::vector<ucp_ep*>(w->eps))
       if (ep) {
         ep_purge(ep, UCS_ERR_CANCELED);
