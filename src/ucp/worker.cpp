@@ -965,6 +965,9 @@ UCP_EXPORT void ucp_worker_destroy(ucp_worker_h w) {
       if (ep && !ep->close_stage) send_close_frame(ep, F_KEEPALIVE);
     constexpr double linger_s = 1.0;
     for (const double end = now_s() + linger_s; w->lingering && now_s() < end;) progress_full(w);
+    if (w->lingering)
+      WUCP_LOG(L_WARN, "worker destroy: %zu endpoint(s) still sending after %.0f s; what they hold is dropped",
+               w->lingering, linger_s);
     for (ucp_ep* ep : std::vector<ucp_ep*>(w->eps))
       if (ep) {
         ep_purge(ep, UCS_ERR_CANCELED);

@@ -111,8 +111,9 @@ client_server|client_server_weft)
     env "${envs[@]}" timeout 60 "$prog" -c "$comm" -a 127.0.0.1 -p "$port" "$@" >"$tmp/cs_cli.log" 2>&1
     local rc=$?
     # The example's server runs forever: stop it once it has received every
-    # iteration (or after 10 s).
-    for i in $(seq 1 200); do
+    # iteration (or after 30 s of the clock).
+    local end=$((SECONDS + 30))
+    while ((SECONDS < end)); do
       [ "$(grep -c 'UCP TEST SUCCESS' "$tmp/cs_srv.log")" -ge "$iters" ] && break
       sleep 0.05
     done
@@ -206,13 +207,32 @@ netns)
       { cat "$tmp/ns_srv.log" "$tmp/ns_cli.log"; fail "hello world across namespaces over $what"; }
     echo "ok hello world across namespaces over $what"
     for comm in tag stream am; do
-      port=$((port + 1))
-      ns_pair $lib_kind "$bin/ucp_client_server_debian -c $comm -p $port" \
-        "$bin/ucp_client_server_debian -c $comm -p $port -a 10.199.$n.1"
-      rc=$?
-      for i in $(seq 1 100); do grep -q 'UCP TEST SUCCESS' "$tmp/ns_srv.log" && break; sleep 0.05; done
-      kill %% 2>/dev/null
-      wait 2>/dev/null
+      # Over Debian's libfabric the pair gets one more try: under load its
+      # tcp provider was seen to lose the client's one message (the client
+      # sends, closes and exits at once) or to refuse the connection
+      # ("Destination is unreachable"), 3 times in 40 loaded ASan runs,
+      # where the same face over weft's tcp lost nothing in those 40 runs
+      # (weft's face lingers until what it injected is out: send_close_frame).
+      # Over weft's tcp there is no second try.
+      tries=1
+      [ $lib_kind = real ] && tries=2
+      for ((t = 1; t <= tries; t++)); do
+        port=$((port + 1))
+        ns_pair $lib_kind "$bin/ucp_client_server_debian -c $comm -p $port" \
+          "$bin/ucp_client_server_debian -c $comm -p $port -a 10.199.$n.1"
+        rc=$?
+        # the server reports the message it received: wait by the clock (a
+        # loaded machine stretches a count of looks; see wait_said)
+        end=$((SECONDS + 30))
+        while ((SECONDS < end)); do grep -q 'UCP TEST SUCCESS' "$tmp/ns_srv.log" && break; sleep 0.05; done
+        kill %% 2>/dev/null
+        wait 2>/dev/null
+        grep -q 'UCP TEST SUCCESS' "$tmp/ns_srv.log" && [ $rc -eq 0 ] && break
+        if ((t < tries)); then
+          echo "WARN: client/server $comm over $what failed once (client rc $rc); logs, then one more try:"
+          cat "$tmp/ns_srv.log" "$tmp/ns_cli.log"
+        fi
+      done
       grep -q 'UCP TEST SUCCESS' "$tmp/ns_srv.log" && [ $rc -eq 0 ] ||
         { cat "$tmp/ns_srv.log" "$tmp/ns_cli.log"; fail "client/server $comm across namespaces over $what"; }
       echo "ok client/server $comm across namespaces over $what"
