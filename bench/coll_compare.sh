@@ -21,12 +21,25 @@ raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# weft-perf's median latency (csv column 2) of one run: weft or debian.
-wp() {  # lib test size prov
+# weft-perf over weft (LD_LIBRARY_PATH) or Debian's libfabric, pinned, csv
+# rows on stdout.
+perf_run() {  # weft|debian weft-perf-arguments...
   local env_lib=()
   [ "$1" = weft ] && env_lib=(LD_LIBRARY_PATH="$lib")
-  env "${env_lib[@]}" timeout 60 "$bin/weft-perf" -p "$4" -t "$2" -s "$3" --cpus "$cpus" --time 0.2 --csv \
-    2>/dev/null | grep -E '^[0-9]' | tail -1 | cut -d, -f2
+  shift
+  env "${env_lib[@]}" timeout 60 "$bin/weft-perf" --cpus "$cpus" --csv "$@" 2>/dev/null | grep -E '^[0-9]'
+}
+# weft-perf's median latency (csv column 2) of one run: weft or debian.
+wp() {  # lib test size prov
+  perf_run "$1" -p "$4" -t "$2" -s "$3" --time 0.2 | tail -1 | cut -d, -f2
+}
+# The library and provider of a libfabric column.
+lib_prov() {  # weft_shm|weft_tcp|debian_rxm -> "lib prov"
+  case $1 in
+    weft_shm) echo "weft shm" ;;
+    weft_tcp) echo "weft tcp" ;;
+    debian_rxm) echo "debian tcp" ;;
+  esac
 }
 # mpi-coll's median latency of one run.
 mpi() {  # mpich|openmpi test size
@@ -47,9 +60,7 @@ for r in $(seq 1 "$rounds"); do
     IFS=: read -r wt mt size <<<"$m"
     for l in $order; do
       case $l in
-        weft_shm) v=$(wp weft "$wt" "$size" shm) ;;
-        weft_tcp) v=$(wp weft "$wt" "$size" tcp) ;;
-        debian_rxm) v=$(wp debian "$wt" "$size" tcp) ;;
+        weft_shm | weft_tcp | debian_rxm) read -r L P <<<"$(lib_prov "$l")" && v=$(wp "$L" "$wt" "$size" "$P") ;;
         *) v=$(mpi "$l" "$mt" "$size") ;;
       esac
       echo "$wt $l $r ${v:-}" >>"$raw"
@@ -87,21 +98,14 @@ done
 # size where they are wrong says so beside its time.
 sizes=${COLL_SIZES:-"8 1024 16384 32768 131072 262144 1048576"}
 checked() {  # lib size prov -> "ok" or "wrong"
-  local env_lib=()
-  [ "$1" = weft ] && env_lib=(LD_LIBRARY_PATH="$lib")
-  if env "${env_lib[@]}" timeout 60 "$bin/weft-perf" -p "$3" -t allreduce_lat -s "$2" --cpus "$cpus" -n 50 --check \
-    --csv 2>/dev/null | grep -qE '^[0-9]'; then echo ok; else echo wrong; fi
+  if perf_run "$1" -p "$3" -t allreduce_lat -s "$2" -n 50 --check | grep -q .; then echo ok; else echo wrong; fi
 }
 sraw=$(mktemp)
 trap 'rm -f "$raw" "$sraw"' EXIT
 for s in $sizes; do
   for l in weft_shm weft_tcp debian_rxm; do
-    case $l in
-      weft_shm) c=$(checked weft "$s" shm) ;;
-      weft_tcp) c=$(checked weft "$s" tcp) ;;
-      debian_rxm) c=$(checked debian "$s" tcp) ;;
-    esac
-    echo "check $l $s $c" >>"$sraw"
+    read -r L P <<<"$(lib_prov "$l")"
+    echo "check $l $s $(checked "$L" "$s" "$P")" >>"$sraw"
   done
 done
 for r in $(seq 1 "$rounds"); do
@@ -109,11 +113,8 @@ for r in $(seq 1 "$rounds"); do
   ((r % 2 == 0)) && order="debian_rxm weft_tcp weft_shm"
   for s in $sizes; do
     for l in $order; do
-      case $l in
-        weft_shm) v=$(wp weft allreduce_lat "$s" shm) ;;
-        weft_tcp) v=$(wp weft allreduce_lat "$s" tcp) ;;
-        debian_rxm) v=$(wp debian allreduce_lat "$s" tcp) ;;
-      esac
+      read -r L P <<<"$(lib_prov "$l")"
+      v=$(wp "$L" allreduce_lat "$s" "$P")
       echo "size$s $l $r ${v:-}" >>"$raw"
     done
   done

@@ -265,21 +265,13 @@ bool progress_pending(ucp_worker* w) noexcept {
   return any;
 }
 
-// A control frame that needs no completion (connection requests and replies,
-// acknowledgements). It is injected when it can be; otherwise it goes from a
-// copy, and when the provider pushes back (a peer not reached yet: libfabric's
-// shm maps a peer's region on first contact) it waits on the worker's control
-// queue, retried in order by progress. Never spins here: the peer may itself
-// be waiting for us.
-int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload, size_t len) noexcept {
+namespace {
+// A control frame (and payload) sent from a copy with a completion, never
+// injected: waits on the worker's control queue while the provider pushes
+// back. `flags`: OPF_LINGER counts it in w->lingering until it ends.
+int send_ctrl_op(iface* tp, fi_addr_t dest, const frame& f, const void* payload, size_t len,
+                 uint16_t flags) noexcept {
   ucp_worker* w = tp->w;
-  if (w->ctrl_pending.empty() && sizeof f + len <= tp->d->inject && sizeof f + len <= 512) {
-    uint8_t buf[512];
-    memcpy(buf, &f, sizeof f);
-    if (len) memcpy(buf + sizeof f, payload, len);
-    ssize_t rc = fi_inject(tp->ep, buf, sizeof f + len, dest);
-    if (rc != -FI_EAGAIN) return static_cast<int>(rc);
-  }
   op* o = op_alloc(w);
   if (!o) return -FI_ENOMEM;
   o->type = OP_MSEND;
@@ -290,7 +282,8 @@ int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload,
     op_free(w, o);
     return -FI_ENOMEM;
   }
-  o->flags |= OPF_FREE_BOUNCE;
+  o->flags |= OPF_FREE_BOUNCE | flags;
+  if (flags & OPF_LINGER) w->lingering++;
   memcpy(o->bounce, &f, sizeof f);
   if (len) memcpy(static_cast<uint8_t*>(o->bounce) + sizeof f, payload, len);
   o->iov[0] = {o->bounce, sizeof f + len};
@@ -306,47 +299,36 @@ int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload,
       rc = -FI_ENOMEM;
     }
   }
-  if (rc) {
-    free(o->bounce);
-    op_free(w, o);
-  }
+  if (rc) op_finish(w, o, from_fi(static_cast<int>(rc)));
   return static_cast<int>(rc);
+}
+}  // namespace
+
+// A control frame that needs no completion (connection requests and replies,
+// acknowledgements). It is injected when it can be; otherwise it goes from a
+// copy, and when the provider pushes back (a peer not reached yet: libfabric's
+// shm maps a peer's region on first contact) it waits on the worker's control
+// queue, retried in order by progress. Never spins here: the peer may itself
+// be waiting for us.
+int send_ctrl_to(iface* tp, fi_addr_t dest, const frame& f, const void* payload, size_t len) noexcept {
+  ucp_worker* w = tp->w;
+  if (w->ctrl_pending.empty() && sizeof f + len <= tp->d->inject && sizeof f + len <= 512) {
+    uint8_t buf[512];
+    memcpy(buf, &f, sizeof f);
+    if (len) memcpy(buf + sizeof f, payload, len);
+    ssize_t rc = fi_inject(tp->ep, buf, sizeof f + len, dest);
+    if (rc != -FI_EAGAIN) return static_cast<int>(rc);
+  }
+  return send_ctrl_op(tp, dest, f, payload, len, 0);
 }
 
 void send_close_frame(ucp_ep* ep, uint8_t type) noexcept {
   if (ep->state != EP_CONNECTED || ep->remote_id == ep->id || (ep->flags & EPF_REMOTE_CLOSED)) return;
-  ucp_worker* w = ep->w;
   frame f{};
   f.type = type;
   f.dst = ep->remote_id;
   f.src = ep->id;
-  op* o = op_alloc(w);
-  if (!o) return;
-  o->type = OP_MSEND;
-  o->tp = ep->tp;
-  o->dest = ep->dest;
-  o->bounce = malloc(sizeof f);
-  if (!o->bounce) {
-    op_free(w, o);
-    return;
-  }
-  o->flags |= OPF_FREE_BOUNCE | OPF_LINGER;
-  memcpy(o->bounce, &f, sizeof f);
-  o->iov[0] = {o->bounce, sizeof f};
-  o->niov = 1;
-  w->lingering++;
-  ssize_t rc = w->ctrl_pending.empty() ? fi_send(o->tp->ep, o->bounce, sizeof f, nullptr, o->dest, &o->fctx)
-                                       : -FI_EAGAIN;
-  if (rc == -FI_EAGAIN) {
-    try {
-      w->ctrl_pending.push_back(o);
-      w->attn = true;
-      return;
-    } catch (...) {
-      rc = -FI_ENOMEM;
-    }
-  }
-  if (rc) op_finish(w, o, from_fi(static_cast<int>(rc)));
+  (void)send_ctrl_op(ep->tp, ep->dest, f, nullptr, 0, OPF_LINGER);
 }
 
 bool progress_ctrl(ucp_worker* w) noexcept {
