@@ -35,6 +35,7 @@ run_pair() {
     EXP=$!
     timeout 60 "$T/rsm_importer" shm 1 0x600042 5 >"$T/importer.out" 2>&1
   else
+    : >"$T/importer.out"  # not the last run's words: the loop below reads it
     timeout 60 "$T/rsm_importer" shm 1 0x600042 5 >"$T/importer.out" 2>&1 &
     IMP=$!
     for _ in $(seq 1 100); do grep -q "waiting up to" "$T/importer.out" && break; sleep 0.05; done
