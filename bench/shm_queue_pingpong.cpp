@@ -7,7 +7,8 @@
 // of a small message's latency the queue protocol costs over one cache line,
 // and so how much is left to the layers above it.
 //
-//   shm-queue-pingpong [CPU_A CPU_B [ROUNDS [RING_LINES...]]]   (default 0 1 5)
+//   shm-queue-pingpong [--stride BYTES] [CPU_A CPU_B [ROUNDS [RING_LINES...]]]
+//                                                        (default 0 1 5)
 //   floor_ns <median one-way ns>   a counter bounced through two lines
 //   queue_ns <median one-way ns>   an 8-byte message through the queues
 //   queue_over_floor <ratio>       the medians of the rounds' ratios
@@ -16,7 +17,10 @@
 //                                  lines per direction in rotation, a message
 //                                  = its 8 bytes and a sequence stored in one
 //                                  line, no claim, no head (the reader polls
-//                                  the line the next message will use)
+//                                  the line the next message will use);
+//                                  --stride puts the ring's lines BYTES
+//                                  apart (default 64: back to back; 4160
+//                                  is the distance between weft's cells)
 // Each round runs both, 300 batches of 2,000 round trips each; a figure is
 // the median of its batches' means (preemption spoils a batch, not the median).
 #include <sched.h>
@@ -29,6 +33,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -130,14 +135,21 @@ void queue_recv(region_view me, uint32_t& unreleased, long i) {
 
 int main(int argc, char** argv) {
   static const char usage[] =
-      "usage: shm-queue-pingpong [CPU_A CPU_B [ROUNDS [RING_LINES...]]]\n"
+      "usage: shm-queue-pingpong [--stride BYTES] [CPU_A CPU_B [ROUNDS [RING_LINES...]]]\n"
       "weft's shm receive queue alone between two processes pinned to CPU_A and CPU_B\n"
       "(default 0 and 1), beside a cache line bounced the same way, ROUNDS rounds (default 5).\n"
       "Prints the medians in one-way ns (floor_ns, queue_ns) and queue_over_floor; for each\n"
       "RING_LINES N (a power of two up to 4096) also ring_<N>_ns: a minimal ring of N lines\n"
-      "per direction (data and sequence stored in one line, no claim, no head).\n";
+      "per direction (data and sequence stored in one line, no claim, no head), the lines\n"
+      "--stride BYTES apart (a multiple of 64 up to 8192; default 64, 4160 as weft's cells).\n";
   if (tool_help_asked(argc, argv)) tool_help(usage);
-  long a = 0, b = 1, rounds = 5;
+  long a = 0, b = 1, rounds = 5, stride = 64;
+  if (argc > 2 && !strcmp(argv[1], "--stride")) {
+    if (!tool_parse_long(argv[2], 64, 8192, &stride) || stride % 64)
+      tool_usage_error("shm-queue-pingpong", "--stride takes a multiple of 64 from 64 to 8192, not '%s'", argv[2]);
+    argv += 2;
+    argc -= 2;
+  }
   if (argc == 2) tool_usage_error("shm-queue-pingpong", "give no arguments, CPU_A CPU_B, or CPU_A CPU_B ROUNDS [RING_LINES...]");
   if (argc > 2 && (!tool_parse_long(argv[1], 0, CPU_SETSIZE - 1, &a) || !tool_parse_long(argv[2], 0, CPU_SETSIZE - 1, &b)))
     tool_usage_error("shm-queue-pingpong", "CPU numbers expected, not '%s %s'", argv[1], argv[2]);
@@ -164,7 +176,7 @@ int main(int argc, char** argv) {
   region_init(ra.base(), "qpp_a_" + tag, -1, false);
   region_init(rb.base(), "qpp_b_" + tag, -1, false);
   // The floor's two lines, then two rings of up to 4096 lines each.
-  const size_t ring_bytes = 4096 * sizeof(ring_line);
+  const size_t ring_bytes = 4096 * size_t(stride);
   void* mem = mmap(nullptr, 4096 + 2 * ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     perror("shm-queue-pingpong: mmap");
@@ -203,6 +215,9 @@ int main(int argc, char** argv) {
         });
     double q = run(
         initiator, [&](long i) { queue_send(theirs, i); }, [&](long i) { queue_recv(mine, unreleased, i); });
+    auto at = [stride](ring_line* ring, uint64_t k) -> ring_line& {
+      return *reinterpret_cast<ring_line*>(reinterpret_cast<char*>(ring) + k * uint64_t(stride));
+    };
     for (size_t k = 0; k < rings.size(); ++k) {
       const uint64_t mask = uint64_t(rings[k]) - 1, base = ring_base;
       ring_line* out = initiator ? ring_b : ring_a;
@@ -210,12 +225,12 @@ int main(int argc, char** argv) {
       double v = run(
           initiator,
           [&](long i) {
-            ring_line& l = out[(base + uint64_t(i)) & mask];
+            ring_line& l = at(out, (base + uint64_t(i)) & mask);
             l.data = uint64_t(i);
             l.seq.store(base + uint64_t(i) + 1, std::memory_order_release);
           },
           [&](long i) {
-            ring_line& l = in[(base + uint64_t(i)) & mask];
+            ring_line& l = at(in, (base + uint64_t(i)) & mask);
             while (l.seq.load(std::memory_order_acquire) != base + uint64_t(i) + 1) {
             }
             if (l.data != uint64_t(i)) _exit(1);
