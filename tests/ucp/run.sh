@@ -100,13 +100,9 @@ client_server|client_server_weft)
     env "${envs[@]}" timeout 60 stdbuf -oL "$prog" -c "$comm" -p 0 "$@" >"$tmp/cs_srv.log" 2>&1 &
     local spid=$!
     pids+=($spid)
-    local port="" i end=$((SECONDS + 40))
-    while ((SECONDS < end)); do  # a time bound: see wait_said
+    local port=""
+    wait_said "$tmp/cs_srv.log" $spid 'listening on IP .* port [0-9]' &&
       port=$(sed -n 's/.*listening on IP .* port \([0-9]*\).*/\1/p' "$tmp/cs_srv.log" | head -1)
-      [ -n "$port" ] && break
-      kill -0 $spid 2>/dev/null || break
-      sleep 0.05
-    done
     if [ -z "$port" ]; then
       wait $spid
       return 3
