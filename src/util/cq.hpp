@@ -4,7 +4,9 @@
 // Every CQ weft hands out is a weft::cq (src/util/cq.cpp). Providers report
 // completions with cq_write / cq_write_error; those are short (a locked ring
 // push, allocation-free unless the ring has to grow: a CQ never overruns) and
-// safe to call from any thread. Reads convert entries to the CQ's format.
+// safe to call from any thread. Reads convert entries to the CQ's format; a
+// read of an empty CQ without a lock (serialised threading) takes what its
+// pollers complete straight into the application's entries.
 //
 // Manual progress: a provider registers a poller (function, argument) per
 // endpoint bound to the CQ; fi_cq_read/readfrom/sread/readerr, fi_poll,

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -39,6 +40,27 @@ protected:
   static int write(fid_cq* cq, uintptr_t i, fi_addr_t src = FI_ADDR_NOTAVAIL) {
     return weft::cq_write(cq, ctx(i), FI_RECV | FI_TAGGED, 100 + i, reinterpret_cast<void*>(0x2000 + i),
                           300 + i, 400 + i, src);
+  }
+  // Entries 0..n-1 as write() made them, read in `format`.
+  static void expect_written(const uint8_t* buf, fi_cq_format format, uintptr_t n) {
+    size_t es = weft::cq_entry_size(format);
+    for (uintptr_t i = 0; i < n; i++) {
+      SCOPED_TRACE(i);
+      fi_cq_tagged_entry t{};
+      std::memcpy(&t, buf + es * i, es);
+      EXPECT_EQ(t.op_context, ctx(i));
+      if (format >= FI_CQ_FORMAT_MSG) {
+        EXPECT_EQ(t.flags, FI_RECV | FI_TAGGED);
+        EXPECT_EQ(t.len, 100 + i);
+      }
+      if (format >= FI_CQ_FORMAT_DATA) {
+        EXPECT_EQ(t.buf, reinterpret_cast<void*>(0x2000 + i));
+        EXPECT_EQ(t.data, 300 + i);
+      }
+      if (format == FI_CQ_FORMAT_TAGGED) {
+        EXPECT_EQ(t.tag, 400 + i);
+      }
+    }
   }
   static int write_error(fid_cq* cq, uintptr_t i, const void* data = nullptr, size_t size = 0) {
     fi_cq_err_entry e{};
@@ -94,23 +116,7 @@ TEST_P(CqTest, EveryFormat) {
     for (size_t b = es * 2; b < buf.size(); b++) ASSERT_EQ(buf[b], 0xab) << "byte " << b;
     ASSERT_EQ(fi_cq_read(cq, buf.data() + es * 2, 4), 1);
     for (size_t b = es * 3; b < buf.size(); b++) ASSERT_EQ(buf[b], 0xab) << "byte " << b;
-    for (uintptr_t i = 0; i < 3; i++) {
-      const uint8_t* p = buf.data() + es * i;
-      fi_cq_tagged_entry t{};
-      std::memcpy(&t, p, es);
-      EXPECT_EQ(t.op_context, ctx(i));
-      if (eff >= FI_CQ_FORMAT_MSG) {
-        EXPECT_EQ(t.flags, FI_RECV | FI_TAGGED);
-        EXPECT_EQ(t.len, 100 + i);
-      }
-      if (eff >= FI_CQ_FORMAT_DATA) {
-        EXPECT_EQ(t.buf, reinterpret_cast<void*>(0x2000 + i));
-        EXPECT_EQ(t.data, 300 + i);
-      }
-      if (eff == FI_CQ_FORMAT_TAGGED) {
-        EXPECT_EQ(t.tag, 400 + i);
-      }
-    }
+    expect_written(buf.data(), eff, 3);
     EXPECT_EQ(fi_cq_read(cq, buf.data(), 1), -FI_EAGAIN);
     EXPECT_EQ(fi_close(&cq->fid), 0);
   }
@@ -593,5 +599,138 @@ TEST_P(CqTest, BadCallArguments) {
 }
 
 WEFT_ALL_PROVIDERS(CqTest);
+
+// FI_THREAD_DOMAIN: the CQ takes no lock, and a read of an empty CQ takes the
+// entries its pollers complete straight into the application's buffer
+// (cq_readfrom_op). What the application sees must not change: formats,
+// sources, the order against errors and holds, and what a short buffer
+// leaves for the next read.
+class CqSerialTest : public CqTest {
+protected:
+  void SetUp() override {
+    info = weft_test::get_info(GetParam());
+    ASSERT_NE(info, nullptr) << "fi_getinfo for " << GetParam();
+    info->domain_attr->threading = FI_THREAD_DOMAIN;
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
+    ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
+  }
+  // A poller that runs `steps` once, at the first read: what a transport's
+  // progress does when completions arrive.
+  struct script {
+    fid_cq* cq;
+    std::function<void(fid_cq*)> steps;
+    int calls = 0;
+  };
+  static void run_script(void* arg) {
+    auto* s = static_cast<script*>(arg);
+    if (s->calls++ == 0) s->steps(s->cq);
+  }
+};
+
+TEST_P(CqSerialTest, DirectReadEveryFormat) {
+  const fi_cq_format formats[] = {FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG, FI_CQ_FORMAT_DATA,
+                                  FI_CQ_FORMAT_TAGGED};
+  for (fi_cq_format f : formats) {
+    SCOPED_TRACE(f);
+    fid_cq* cq = open(f);
+    ASSERT_NE(cq, nullptr);
+    script sc{cq, [](fid_cq* c) {
+                for (uintptr_t i = 0; i < 3; i++) ASSERT_EQ(write(c, i), 0);
+              }};
+    ASSERT_EQ(weft::cq_add_poller(cq, run_script, &sc), 0);
+    size_t es = weft::cq_entry_size(f);
+    std::vector<uint8_t> buf(es * 4, 0xab);
+    ASSERT_EQ(fi_cq_read(cq, buf.data(), 2), 2);  // two taken directly, the third queued
+    for (size_t b = es * 2; b < buf.size(); b++) ASSERT_EQ(buf[b], 0xab) << "byte " << b;
+    EXPECT_EQ(weft::cq_count(cq), 1u);
+    ASSERT_EQ(fi_cq_read(cq, buf.data() + es * 2, 2), 1);
+    for (size_t b = es * 3; b < buf.size(); b++) ASSERT_EQ(buf[b], 0xab) << "byte " << b;
+    expect_written(buf.data(), f, 3);
+    EXPECT_EQ(fi_cq_read(cq, buf.data(), 1), -FI_EAGAIN);
+    EXPECT_EQ(sc.calls, 3);
+    EXPECT_EQ(weft::cq_del_poller(cq, run_script, &sc), 0);
+    EXPECT_EQ(fi_close(&cq->fid), 0);
+  }
+}
+
+TEST_P(CqSerialTest, DirectReadFromReportsSources) {
+  fid_cq* cq = open(FI_CQ_FORMAT_MSG);
+  script sc{cq, [](fid_cq* c) {
+              ASSERT_EQ(write(c, 0, 17), 0);
+              ASSERT_EQ(write(c, 1), 0);
+              ASSERT_EQ(write(c, 2, 5), 0);
+            }};
+  ASSERT_EQ(weft::cq_add_poller(cq, run_script, &sc), 0);
+  fi_cq_msg_entry e[4];
+  fi_addr_t src[4] = {1, 1, 1, 1};
+  ASSERT_EQ(fi_cq_readfrom(cq, e, 4, src), 3);
+  EXPECT_EQ(src[0], 17u);
+  EXPECT_EQ(src[1], FI_ADDR_NOTAVAIL);
+  EXPECT_EQ(src[2], 5u);
+  EXPECT_EQ(src[3], 1u);  // untouched
+  EXPECT_EQ(e[2].op_context, ctx(2));
+  EXPECT_EQ(e[2].len, 102u);
+  EXPECT_EQ(fi_cq_readfrom(cq, e, 4, src), -FI_EAGAIN);
+  EXPECT_EQ(weft::cq_del_poller(cq, run_script, &sc), 0);
+  EXPECT_EQ(fi_close(&cq->fid), 0);
+}
+
+// An error completed during a direct read ends it: the successes after the
+// error queue behind it.
+TEST_P(CqSerialTest, DirectReadStopsAtAnError) {
+  fid_cq* cq = open(FI_CQ_FORMAT_CONTEXT);
+  script sc{cq, [](fid_cq* c) {
+              ASSERT_EQ(write(c, 0), 0);
+              ASSERT_EQ(write_error(c, 1), 0);
+              ASSERT_EQ(write(c, 2), 0);
+            }};
+  ASSERT_EQ(weft::cq_add_poller(cq, run_script, &sc), 0);
+  fi_cq_entry e[4];
+  ASSERT_EQ(fi_cq_read(cq, e, 4), 1);
+  EXPECT_EQ(e[0].op_context, ctx(0));
+  EXPECT_EQ(fi_cq_read(cq, e, 4), -FI_EAVAIL);
+  fi_cq_err_entry err{};
+  ASSERT_EQ(fi_cq_readerr(cq, &err, 0), 1);
+  EXPECT_EQ(err.op_context, ctx(1));
+  ASSERT_EQ(fi_cq_read(cq, e, 4), 1);
+  EXPECT_EQ(e[0].op_context, ctx(2));
+  EXPECT_EQ(fi_cq_read(cq, e, 4), -FI_EAGAIN);
+  EXPECT_EQ(weft::cq_del_poller(cq, run_script, &sc), 0);
+  EXPECT_EQ(fi_close(&cq->fid), 0);
+}
+
+// A hold that starts during a direct read: what came before it was read,
+// what came after waits for the hold to end, in order, even the entries
+// written after the hold ended within the same read.
+TEST_P(CqSerialTest, DirectReadStopsAtAHold) {
+  fid_cq* cq = open(FI_CQ_FORMAT_CONTEXT);
+  script sc{cq, [](fid_cq* c) {
+              ASSERT_EQ(write(c, 0), 0);
+              weft::cq_hold(c, true);
+              ASSERT_EQ(write(c, 1), 0);
+              weft::cq_hold(c, false);
+              ASSERT_EQ(write(c, 2), 0);
+            }};
+  ASSERT_EQ(weft::cq_add_poller(cq, run_script, &sc), 0);
+  fi_cq_entry e[4];
+  ASSERT_EQ(fi_cq_read(cq, e, 4), 1);
+  EXPECT_EQ(e[0].op_context, ctx(0));
+  ASSERT_EQ(fi_cq_read(cq, e, 4), 2);
+  EXPECT_EQ(e[0].op_context, ctx(1));
+  EXPECT_EQ(e[1].op_context, ctx(2));
+  // Held from before the read: nothing is taken directly.
+  weft::cq_hold(cq, true);
+  sc.calls = 0;
+  sc.steps = [](fid_cq* c) { ASSERT_EQ(write(c, 3), 0); };
+  EXPECT_EQ(fi_cq_read(cq, e, 4), -FI_EAGAIN);
+  EXPECT_EQ(weft::cq_count(cq), 1u);
+  weft::cq_hold(cq, false);
+  ASSERT_EQ(fi_cq_read(cq, e, 4), 1);
+  EXPECT_EQ(e[0].op_context, ctx(3));
+  EXPECT_EQ(weft::cq_del_poller(cq, run_script, &sc), 0);
+  EXPECT_EQ(fi_close(&cq->fid), 0);
+}
+
+WEFT_ALL_PROVIDERS(CqSerialTest);
 
 }  // namespace
