@@ -409,20 +409,12 @@ bool is_cq(const fid* f) noexcept {
   return is_class(f, FI_CLASS_CQ) && f->ops == &cq_fi_ops;
 }
 
-int cq_write(fid_cq* f, void* op_context, uint64_t flags, size_t len, void* buf, uint64_t data, uint64_t tag,
-             fi_addr_t src) noexcept {
-  cq* c = of(f);
-  if (c->direct_room) {
-    if (!c->holds.load(std::memory_order_relaxed)) [[likely]] {
-      const cq_slot s{op_context, flags, len, buf, data, tag, src, 0};
-      size_t n = c->direct_n++;
-      c->direct_room--;
-      with_format(c->format, [&]<fi_cq_format F, class E>() { put<F>(static_cast<E*>(c->direct_buf) + n, s); });
-      if (c->direct_src) c->direct_src[n] = src;
-      return 0;
-    }
-    c->direct_room = 0;  // held: this entry and the ones after it queue
-  }
+namespace {
+
+// The entry queued in the ring (cq_write when no read takes it directly).
+[[gnu::noinline]] int cq_queue(cq* c, void* op_context, uint64_t flags, size_t len, void* buf, uint64_t data,
+                               uint64_t tag, fi_addr_t src) noexcept {
+  if (c->direct_room) c->direct_room = 0;  // held: this entry and the ones after it queue
   {
     std::lock_guard<policy_mutex> l(c->mtx);
     cq_slot* s = c->push();
@@ -431,6 +423,22 @@ int cq_write(fid_cq* f, void* op_context, uint64_t flags, size_t len, void* buf,
     *s = cq_slot{op_context, flags, len, buf, data, tag, src, 0};
   }
   c->w.signal();
+  return 0;
+}
+
+}  // namespace
+
+int cq_write(fid_cq* f, void* op_context, uint64_t flags, size_t len, void* buf, uint64_t data, uint64_t tag,
+             fi_addr_t src) noexcept {
+  cq* c = of(f);
+  if (!c->direct_room || c->holds.load(std::memory_order_relaxed))
+    return cq_queue(c, op_context, flags, len, buf, data, tag, src);
+  size_t n = c->direct_n++;
+  c->direct_room--;
+  with_format(c->format, [&]<fi_cq_format F, class E>() {
+    put<F>(static_cast<E*>(c->direct_buf) + n, cq_slot{op_context, flags, len, buf, data, tag, src, 0});
+  });
+  if (c->direct_src) c->direct_src[n] = src;
   return 0;
 }
 

@@ -19,6 +19,8 @@
 #include <list>
 #include <vector>
 
+#include "common/node_list.hpp"
+
 namespace weft {
 
 struct endpoint;
@@ -85,12 +87,16 @@ struct unexpected {
   alignas(8) unsigned char desc[96] = {};  // the transport's descriptor (where the data is)
 };
 
+// Posted receives, in lists whose nodes move between lists by relinking
+// (common/node_list.hpp): no allocation once warm, no call per move.
+using recv_list = node_list<posted_recv>;
+
 // Posted and unexpected queues: an endpoint's own, or a shared receive
 // context's. Posted receives move between lists by splicing: no allocation
 // once warm.
 struct rx_queues {
-  std::list<posted_recv> posted_msg, posted_tagged;
-  std::list<posted_recv> free_recvs;  // spare nodes
+  recv_list posted_msg, posted_tagged;
+  recv_list free_recvs;  // spare nodes
   std::list<unexpected> ux_msg, ux_tagged;
   size_t ux_count = 0;
   size_t ux_bytes = 0;

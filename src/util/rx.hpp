@@ -8,7 +8,7 @@
 
 namespace weft {
 
-inline void recv_push(endpoint& e, std::list<posted_recv>& list, const posted_recv& r) {
+inline void recv_push(endpoint& e, recv_list& list, const posted_recv& r) {
   auto& spare = e.rx->free_recvs;
   if (spare.empty()) [[unlikely]] {
     list.push_back(r);
@@ -17,11 +17,11 @@ inline void recv_push(endpoint& e, std::list<posted_recv>& list, const posted_re
     list.back() = r;
   }
 }
-inline void recv_drop(endpoint& e, std::list<posted_recv>& list,
-                      std::list<posted_recv>::iterator it) noexcept {
+inline void recv_drop(endpoint& e, recv_list& list,
+                      recv_list::iterator it) noexcept {
   e.rx->free_recvs.splice(e.rx->free_recvs.begin(), list, it);
 }
-inline std::list<posted_recv>& posted_list(endpoint& e, bool tagged) noexcept {
+inline recv_list& posted_list(endpoint& e, bool tagged) noexcept {
   return tagged ? e.rx->posted_tagged : e.rx->posted_msg;
 }
 inline std::list<unexpected>& ux_list(endpoint& e, bool tagged) noexcept {
@@ -48,7 +48,7 @@ inline bool needs_source(const endpoint& e) noexcept {
 // the sender when known; resolve() gives it (called once, only when a
 // directed receive needs it) and the result is stored in *src.
 template <class Resolve>
-inline std::list<posted_recv>::iterator match_posted(endpoint& e, bool tagged, uint64_t tag, fi_addr_t* src,
+inline recv_list::iterator match_posted(endpoint& e, bool tagged, uint64_t tag, fi_addr_t* src,
                                                      Resolve&& resolve) {
   auto& list = posted_list(e, tagged);
   if (needs_source(e) && *src == FI_ADDR_NOTAVAIL) *src = resolve();
@@ -66,7 +66,7 @@ inline uint64_t recv_cq_flags(bool tagged, bool remote_cq_data) noexcept {
 // it, or for a multi-receive buffer advance and release it once too little
 // is left. Returns FI_MULTI_RECV when the buffer was released (for the
 // message's completion flags), else 0.
-inline uint64_t consume(endpoint& e, std::list<posted_recv>& list, std::list<posted_recv>::iterator it,
+inline uint64_t consume(endpoint& e, recv_list& list, recv_list::iterator it,
                         size_t used) noexcept {
   if (!(it->flags & FI_MULTI_RECV)) {
     recv_drop(e, list, it);

@@ -15,7 +15,7 @@ namespace {
 constexpr uint32_t ux_rndv = 1;        // desc holds an rndv_desc: the data is still with the sender
 constexpr uint32_t ux_acked = 1 << 8;  // the sender waits for op::ack
 
-void deliver_bytes(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::iterator it, bool tagged,
+void deliver_bytes(ep& e, recv_list& list, recv_list::iterator it, bool tagged,
                    const void* data, uint64_t size, uint32_t cflags, uint64_t tag, uint64_t cq_data,
                    fi_addr_t src) noexcept {
   const posted_recv r = *it;
@@ -36,7 +36,7 @@ void finish_split(ep& e, split_recv& s, int err) noexcept {
 // started on it: past this, it copies the part itself.
 constexpr uint64_t split_patience_us = 200;
 
-void deliver_rndv(ep& e, std::list<posted_recv>& list, std::list<posted_recv>::iterator it, bool tagged,
+void deliver_rndv(ep& e, recv_list& list, recv_list::iterator it, bool tagged,
                   const rndv_desc& d, uint64_t size, uint32_t cflags, uint64_t tag, uint64_t cq_data,
                   fi_addr_t src, uint32_t slot, uint64_t id) noexcept {
   const posted_recv r = *it;
