@@ -155,9 +155,10 @@ if which python3 >/dev/null 2>&1; then
   echo
   echo "The VM switches between placements of its vCPUs (one cache line in about 0.05 or"
   echo "about 0.24 µs), sometimes within a round, and every program's figures move ~3x with it."
-  echo "Each program's runs at a size are split at the widest gap (> 1.8x) between their"
-  echo "values over the two-CPU placements (bench/sweep_regimes.py); medians in a regime, the"
-  echo "number of runs in parentheses, ratios of those medians."
+  echo "Each program's runs at a size are split at the widest gap (> 2x) between their"
+  echo "values over the two-CPU placements, or without one all take the regime of most of"
+  echo "their rounds' floors (bench/sweep_regimes.py); medians in a regime, the number of"
+  echo "runs in parentheses, ratios of those medians."
   echo
   python3 "$root/bench/sweep_regimes.py" "$raw"
   echo

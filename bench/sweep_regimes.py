@@ -7,9 +7,14 @@ between them from one minute to the next, sometimes within a round of the
 sweep: a ratio of two runs on either side of a switch is off by 3x. Every
 program's figures are bimodal the same way, so each (size, program) is
 split at the widest gap between its sorted values over the placements of
-two CPUs, when that gap is wider than 1.8x: the runs below it are the fast
-regime, those above the slow one. Medians and ratios are then taken within
-a regime. Both ranks on one CPU is a regime of its own.
+two CPUs, when that gap is wider than 2x (the regimes lie 2.3-4x apart for
+every program and size here; a stray run 2x off is not a regime): the runs below it are the fast
+regime, those above the slow one. A (size, program) without such a gap ran
+in one regime only: all its runs take the regime most of their rounds'
+floor runs were in (the floor's own runs, without a gap, the regime their
+level says: a crossing under 0.12 us is the fast one). Medians and ratios
+are then taken within a regime. Both ranks on one CPU is a regime of its
+own.
 
 usage: sweep_regimes.py RAW   (lines "cpus size lib round value")
 """
@@ -18,20 +23,25 @@ import sys
 from collections import defaultdict
 
 
+# A one-way crossing under this (us) is the fast regime (about 0.05-0.06
+# against 0.23-0.26): used only when the floor's runs show no gap.
+FAST_FLOOR_MAX = 0.12
+
+
 def gap_threshold(values):
     v = sorted(x for x in values if x > 0)
     if len(v) < 2:
         return None
     ratio, i = max((v[i + 1] / v[i], i) for i in range(len(v) - 1))
-    return (v[i] * v[i + 1]) ** 0.5 if ratio > 1.8 else None
+    return (v[i] * v[i + 1]) ** 0.5 if ratio > 2.0 else None
 
 
 def main():
-    runs = defaultdict(list)  # (cpus, size, lib) -> values
+    runs = defaultdict(list)  # (cpus, size, lib) -> [(round, value)]
     for line in open(sys.argv[1]):
         f = line.split()
         if len(f) == 5:
-            runs[(f[0], int(f[1]), f[2])].append(float(f[4]))
+            runs[(f[0], int(f[1]), f[2])].append((f[3], float(f[4])))
     placements = list(dict.fromkeys(k[0] for k in runs))
     sizes = sorted({k[1] for k in runs})
     libs = [l for l in ("floor", "weft", "before", "lf", "ucx") if any(k[2] == l for k in runs)]
@@ -45,16 +55,35 @@ def main():
     thr = {}
     for s in sizes:
         for lib in libs:
-            vals = [v for p in two for v in runs.get((p, lib_size(lib, s), lib), [])]
+            vals = [v for p in two for _, v in runs.get((p, lib_size(lib, s), lib), [])]
             thr[(s, lib)] = gap_threshold(vals)
 
-    def med(p, s, lib, regime):
-        vals = runs.get((p, lib_size(lib, s), lib), [])
+    # The regime of each round of each two-CPU placement, from its floor run.
+    def floor_regime(p, rnd):
+        t = thr.get((fsize, "floor"))
+        for r, v in runs.get((p, fsize, "floor"), []):
+            if r == rnd:
+                return "fast" if v < (t if t is not None else FAST_FLOOR_MAX) else "slow"
+        return None
+
+    # Without a gap, one regime for all of a (size, lib)'s runs: the one
+    # most of their rounds' floors were in.
+    single = {}
+    for (p, s, lib), rv in runs.items():
+        if p in two and thr.get((s, lib)) is None:
+            votes = [floor_regime(p, rnd) for rnd, _ in rv]
+            single.setdefault((s, lib), []).extend(x for x in votes if x)
+    single = {k: ("fast" if v.count("fast") >= v.count("slow") else "slow") for k, v in single.items()}
+
+    def regime_of(p, s, lib, rnd, v):
         t = thr.get((s, lib))
-        if regime == "fast":
-            vals = [v for v in vals if t is None or v < t]
-        elif regime == "slow":
-            vals = [v for v in vals if t is None or v >= t]
+        if t is not None:
+            return "fast" if v < t else "slow"
+        return single.get((s, lib))
+
+    def med(p, s, lib, regime):
+        vals = [v for rnd, v in runs.get((p, lib_size(lib, s), lib), [])
+                if regime == "one CPU" or regime_of(p, lib_size(lib, s), lib, rnd, v) == regime]
         return (statistics.median(vals), len(vals)) if vals else (None, 0)
 
     def fmt(x):
