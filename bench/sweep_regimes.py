@@ -75,7 +75,7 @@ def main():
             single.setdefault((s, lib), []).extend(x for x in votes if x)
     single = {k: ("fast" if v.count("fast") >= v.count("slow") else "slow") for k, v in single.items()}
 
-    def regime_of(p, s, lib, rnd, v):
+    def regime_of(s, lib, rnd, v):
         t = thr.get((s, lib))
         if t is not None:
             return "fast" if v < t else "slow"
@@ -83,7 +83,7 @@ def main():
 
     def med(p, s, lib, regime):
         vals = [v for rnd, v in runs.get((p, lib_size(lib, s), lib), [])
-                if regime == "one CPU" or regime_of(p, lib_size(lib, s), lib, rnd, v) == regime]
+                if regime == "one CPU" or regime_of(lib_size(lib, s), lib, rnd, v) == regime]
         return (statistics.median(vals), len(vals)) if vals else (None, 0)
 
     def fmt(x):

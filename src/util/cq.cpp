@@ -190,23 +190,8 @@ bool held(const cq* c) noexcept {
   return now_ms() - c->hold_since_ms.load(std::memory_order_relaxed) < cq_hold_max_ms;
 }
 
-// Lock held.
-ssize_t read_locked(cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
-  if (!c->count || held(c)) return -FI_EAGAIN;
-  if (c->ring[c->head].is_err) return -FI_EAVAIL;
-  switch (c->format) {
-    case FI_CQ_FORMAT_MSG:
-      return drain<FI_CQ_FORMAT_MSG, fi_cq_msg_entry>(c, buf, count, src);
-    case FI_CQ_FORMAT_DATA:
-      return drain<FI_CQ_FORMAT_DATA, fi_cq_data_entry>(c, buf, count, src);
-    case FI_CQ_FORMAT_TAGGED:
-      return drain<FI_CQ_FORMAT_TAGGED, fi_cq_tagged_entry>(c, buf, count, src);
-    default:
-      return drain<FI_CQ_FORMAT_CONTEXT, fi_cq_entry>(c, buf, count, src);
-  }
-}
-
-// The CQ's format, for put<F>, from a switch.
+// Calls fn.operator()<F, E>() for the CQ's format F and its entry type E
+// (draining the ring, writing an entry directly).
 template <class Fn>
 inline auto with_format(fi_cq_format f, Fn&& fn) noexcept {
   switch (f) {
@@ -219,6 +204,13 @@ inline auto with_format(fi_cq_format f, Fn&& fn) noexcept {
     default:
       return fn.template operator()<FI_CQ_FORMAT_CONTEXT, fi_cq_entry>();
   }
+}
+
+// Lock held.
+ssize_t read_locked(cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
+  if (!c->count || held(c)) return -FI_EAGAIN;
+  if (c->ring[c->head].is_err) return -FI_EAVAIL;
+  return with_format(c->format, [&]<fi_cq_format F, class E>() { return drain<F, E>(c, buf, count, src); });
 }
 
 ssize_t cq_readfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src) noexcept {

@@ -81,6 +81,7 @@ protected:
   void SetUp() override {
     info = get_info(GetParam());
     ASSERT_NE(info, nullptr) << "fi_getinfo for " << GetParam();
+    adjust(info);
     ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
     ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
   }
@@ -93,6 +94,9 @@ protected:
     }
     if (info) fi_freeinfo(info);
   }
+  // A suite's changes to the provider's fi_info before the fabric and
+  // domain open (a threading level, say).
+  virtual void adjust(fi_info*) {}
   fi_info* info = nullptr;
   fid_fabric* fabric = nullptr;
   fid_domain* domain = nullptr;

@@ -607,13 +607,7 @@ WEFT_ALL_PROVIDERS(CqTest);
 // leaves for the next read.
 class CqSerialTest : public CqTest {
 protected:
-  void SetUp() override {
-    info = weft_test::get_info(GetParam());
-    ASSERT_NE(info, nullptr) << "fi_getinfo for " << GetParam();
-    info->domain_attr->threading = FI_THREAD_DOMAIN;
-    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
-    ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
-  }
+  void adjust(fi_info* i) override { i->domain_attr->threading = FI_THREAD_DOMAIN; }
   // A poller that runs `steps` once, at the first read: what a transport's
   // progress does when completions arrive.
   struct script {
