@@ -96,10 +96,20 @@ else
   fail "allreduce over Debian's tcp;ofi_rxm: $(tr '\n' ' ' <"$tmp/err")"
 fi
 
+# CSV shape: nine columns, the batched latency a positive figure near the
+# median (within the median's p99)
+if run -p shm -t tagged_lat -s 8 -n 20000 --csv >"$tmp/csv" 2>"$tmp/err" &&
+   head -1 "$tmp/csv" | grep -qx 'size,lat_us_median,lat_us_p99,bw_MBps,rate_Mps,iters,bw_MBps_mean,rate_Mps_mean,lat_us_batched' &&
+   tail -1 "$tmp/csv" | awk -F, 'NF == 9 && $9 > 0 && $9 <= $3 { ok = 1 } END { exit !ok }'; then
+  pass "--csv columns and lat_us_batched"
+else
+  fail "--csv columns: $(cat "$tmp/err" "$tmp/csv" | tr '\n' ' ')"
+fi
+
 # JSON shape and the first line naming the library
 if run -p shm -t msg_lat -s 8:16 -n 10 --json >"$tmp/json" 2>"$tmp/err" &&
    grep -q '^# libfabric: /.*libfabric.so.1 (api [0-9]*\.[0-9]*)' "$tmp/err" &&
-   [ "$(grep -c '"size": .*"lat_us_median": .*"lat_us_p99": .*"bw_MBps": .*"rate_Mps": ' "$tmp/json")" = 2 ] &&
+   [ "$(grep -c '"size": .*"lat_us_median": .*"lat_us_p99": .*"bw_MBps": .*"rate_Mps": .*"lat_us_batched": ' "$tmp/json")" = 2 ] &&
    head -1 "$tmp/json" | grep -q '^\[' && tail -1 "$tmp/json" | grep -q '^\]'; then
   pass "--json output and library line"
 else
