@@ -134,7 +134,15 @@ enum class found { yes, absent, refused };
 // exists but cannot be mapped (another user, /proc refused, malformed).
 found open_region(const std::string& name, mapping& m, int32_t* pid) noexcept;
 
-int32_t self_pid() noexcept;  // getpid(), cached (reset after fork)
+// getpid(), cached (reset after fork). Inline: every claim stores it.
+extern std::atomic<int32_t> cached_pid;
+int32_t self_pid_slow() noexcept;
+inline int32_t self_pid() noexcept {
+  int32_t p = cached_pid.load(std::memory_order_relaxed);
+  if (p) [[likely]]
+    return p;
+  return self_pid_slow();
+}
 extern const bool has_prefetchw;
 bool pid_alive(int32_t pid) noexcept;
 bool cma_usable(bool disabled) noexcept;  // process_vm_readv works here (and is not disabled)

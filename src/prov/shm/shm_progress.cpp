@@ -252,7 +252,9 @@ void progress(ep& e) noexcept {
     // wait for a line the sender holds (it prefetches its next cell), one
     // more crossing between the cores before the caller sees what it waited
     // for. The next call, no longer after an empty one, takes cells in
-    // batches again (a burst keeps its batching).
+    // batches again (a burst keeps its batching). A small message taken so
+    // returns at once: the bookkeeping below (splits, idle count, pacing)
+    // waits for the next call, off the path of the reply the caller sends.
     const bool waited = e.idle_polls != 0;
     for (int n = 0; n < 64; ++n) {
       if (waited && n == 1) break;
@@ -266,6 +268,10 @@ void progress(ep& e) noexcept {
       }
       if (c->h.opcode == op::msg && (c->h.flags & flag_inline) && fast_small(e, c)) [[likely]] {
         e.unreleased++;
+        if (waited) {
+          e.idle_polls = 0;
+          return;
+        }
         continue;
       }
       if (is_message(c->h)) {

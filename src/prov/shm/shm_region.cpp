@@ -339,20 +339,17 @@ found open_region(const std::string& name, mapping& m, int32_t* pid) noexcept {
 // ------------------------------------------------------------------ processes
 // getpid() is a system call: the data path uses this cache, reset in a
 // forked child.
-namespace {
 std::atomic<int32_t> cached_pid{0};
+namespace {
 void forget_pid() {
   cached_pid.store(0, std::memory_order_relaxed);
 }
 }  // namespace
 
-int32_t self_pid() noexcept {
-  int32_t p = cached_pid.load(std::memory_order_relaxed);
-  if (p) [[likely]]
-    return p;
+int32_t self_pid_slow() noexcept {
   static std::once_flag once;
   std::call_once(once, [] { pthread_atfork(nullptr, nullptr, forget_pid); });
-  p = getpid();
+  int32_t p = getpid();
   cached_pid.store(p, std::memory_order_relaxed);
   return p;
 }
