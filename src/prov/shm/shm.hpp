@@ -444,6 +444,10 @@ struct ep : endpoint {
   std::unordered_map<std::string, std::unique_ptr<peer>> by_name;
   std::vector<peer*> by_index;
   std::vector<std::unique_ptr<peer>> retired;  // replaced peers: requests may still point at them
+  // The destination of the last send that found its peer in by_index, and
+  // that peer: a send to the same address reaches it with one load.
+  fi_addr_t last_dest = FI_ADDR_NOTAVAIL;
+  peer* last_peer = nullptr;
   // Sender slot -> fi_addr (FI_SOURCE), and the pid the entry was for: the
   // first src_inline slots here, the others in src_more (below).
   fi_addr_t src_cache[src_inline];
@@ -518,14 +522,24 @@ peer_ref peer_of_slow(ep& e, fi_addr_t addr) noexcept;
 fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept;
 
 // The peer an fi_addr_t names (mapped on first use). Inline: the cached
-// case is on every send.
+// cases are on every send. The checks are the same for both caches (the
+// AV entry is the one the peer was found for, the peer is alive); the last
+// destination only saves the loads that find the peer.
 inline peer_ref peer_of(ep& e, fi_addr_t addr) noexcept {
+  if (addr == e.last_dest && e.last_peer) [[likely]] {
+    peer* p = e.last_peer;
+    if (p->av_gen == e.av->generation(addr) && !p->dead) [[likely]]
+      return {p, reach::ok};
+  }
   if (e.av && !e.av->rx_index(addr)) [[likely]] {
     uint64_t idx = e.av->index(addr);
     if (idx < e.by_index.size()) {
       peer* p = e.by_index[idx];
-      if (p && p->av_gen == e.av->generation(addr) && !p->dead) [[likely]]
+      if (p && p->av_gen == e.av->generation(addr) && !p->dead) [[likely]] {
+        e.last_dest = addr;
+        e.last_peer = p;
         return {p, reach::ok};
+      }
     }
   }
   return peer_of_slow(e, addr);

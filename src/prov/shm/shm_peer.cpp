@@ -117,6 +117,7 @@ peer_ref peer_by_name(ep& e, const std::string& name) noexcept {
     e.by_name[name] = std::move(p);
     for (auto& cached : e.by_index)
       if (cached && cached->name == name) cached = raw;
+    e.last_peer = nullptr;  // it may be the one replaced
     return {raw, reach::ok};
   } catch (...) {
     return {nullptr, reach::gone};
