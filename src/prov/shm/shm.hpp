@@ -521,21 +521,26 @@ struct peer_ref {
 peer_ref peer_of_slow(ep& e, fi_addr_t addr) noexcept;
 fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept;
 
+// Whether a cached peer may still be used for `addr`: the AV entry is the
+// one it was found for (its generation) and the peer is alive.
+inline bool peer_current(const ep& e, const peer& p, fi_addr_t addr) noexcept {
+  return p.av_gen == e.av->generation(addr) && !p.dead;
+}
+
 // The peer an fi_addr_t names (mapped on first use). Inline: the cached
-// cases are on every send. The checks are the same for both caches (the
-// AV entry is the one the peer was found for, the peer is alive); the last
-// destination only saves the loads that find the peer.
+// cases are on every send. Both caches are checked by peer_current; the
+// last destination only saves the loads that find the peer.
 inline peer_ref peer_of(ep& e, fi_addr_t addr) noexcept {
   if (addr == e.last_dest && e.last_peer) [[likely]] {
     peer* p = e.last_peer;
-    if (p->av_gen == e.av->generation(addr) && !p->dead) [[likely]]
+    if (peer_current(e, *p, addr)) [[likely]]
       return {p, reach::ok};
   }
   if (e.av && !e.av->rx_index(addr)) [[likely]] {
     uint64_t idx = e.av->index(addr);
     if (idx < e.by_index.size()) {
       peer* p = e.by_index[idx];
-      if (p && p->av_gen == e.av->generation(addr) && !p->dead) [[likely]] {
+      if (p && peer_current(e, *p, addr)) [[likely]] {
         e.last_dest = addr;
         e.last_peer = p;
         return {p, reach::ok};

@@ -177,7 +177,7 @@ peer_ref peer_of_slow(ep& e, fi_addr_t addr) noexcept {
   uint32_t gen = e.av->generation(addr);
   if (idx < e.by_index.size()) {
     peer* p = e.by_index[idx];
-    if (p && p->av_gen == gen && !p->dead) return {p, reach::ok};
+    if (p && peer_current(e, *p, addr)) return {p, reach::ok};
   }
   peer_ref ref;
   try {
