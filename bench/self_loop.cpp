@@ -10,9 +10,13 @@
 //   LD_LIBRARY_PATH=build/lib taskset -c 0 build/tests/bin/self-loop
 //   LD_LIBRARY_PATH=build/lib valgrind --tool=callgrind build/tests/bin/self-loop 100000
 //
-//   usage: self-loop [ITERS] [PROVIDER] [empty]   (default 2000000 shm)
+//   usage: self-loop [ITERS] [PROVIDER] [empty|waited]   (default 2000000 shm)
 //   "empty": only fi_cq_read on the empty CQ, ITERS times (the cost of a poll
 //   that finds nothing).
+//   "waited": one fi_cq_read of the empty CQ before each fi_tinject, so that
+//   the read that takes the message follows an empty one, as a ping-pong's
+//   does (progress takes such a message on its shortest path). Subtract an
+//   "empty" run's counts to get the read that finds the message.
 // Linked to libfabric.so.1 by SONAME, like weft-perf: Debian's libfabric
 // without LD_LIBRARY_PATH. Prints "ns_per_message <ns>" for two passes.
 #include <rdma/fabric.h>
@@ -43,8 +47,9 @@ int main(int argc, char** argv) {
   long iters = argc > 1 ? std::atol(argv[1]) : 2000000;
   const char* prov = argc > 2 ? argv[2] : "shm";
   bool empty = argc > 3 && !std::strcmp(argv[3], "empty");
-  if (iters <= 0) {
-    std::fprintf(stderr, "usage: self-loop [ITERS] [PROVIDER] [empty]\n");
+  bool waited = argc > 3 && !std::strcmp(argv[3], "waited");
+  if (iters <= 0 || (argc > 3 && !empty && !waited)) {
+    std::fprintf(stderr, "usage: self-loop [ITERS] [PROVIDER] [empty|waited]\n");
     return 2;
   }
   fi_info* hints = fi_allocinfo();
@@ -92,6 +97,10 @@ int main(int argc, char** argv) {
       while ((r = fi_trecv(ep, rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr)) == -FI_EAGAIN)
         fi_cq_read(cq, nullptr, 0);
       check("fi_trecv", r);
+      if (waited) {
+        ssize_t n = fi_cq_read(cq, &e, 1);
+        if (n != -FI_EAGAIN) fail("fi_cq_read of an empty CQ", n);
+      }
       while ((r = fi_tinject(ep, sbuf, sizeof sbuf, self, 7)) == -FI_EAGAIN) fi_cq_read(cq, nullptr, 0);
       check("fi_tinject", r);
       ssize_t n;

@@ -25,18 +25,6 @@ namespace weft {
 
 namespace {
 
-struct cq_slot {
-  void* op_context;
-  uint64_t flags;
-  size_t len;
-  void* buf;
-  uint64_t data;
-  uint64_t tag;
-  fi_addr_t src;
-  uint64_t is_err;  // details are errs.front() when this slot reaches the head
-};
-static_assert(sizeof(cq_slot) == 64, "one cache line per queued completion");
-
 struct cq_error {
   fi_cq_err_entry e;
   std::vector<uint8_t> err_data;
@@ -53,10 +41,8 @@ size_t round_pow2(size_t n) {
 
 }  // namespace
 
-struct cq {
-  fid_cq fid_;  // first: the application's fid_cq* is this object
+struct cq : cq_front {
   domain* dom;
-  fi_cq_format format;
   fi_cq_wait_cond wait_cond;
   wait_set* set;
   policy_mutex mtx;
@@ -71,17 +57,8 @@ struct cq {
   waiter w;
   progress_list progress;
   users users_;
-  // Endpoints holding the entries back (cq_hold), and since when. Last:
-  // the fields above keep the places the data path found them in.
-  std::atomic<uint32_t> holds{0};
+  // Since when the entries are held back (cq_hold; cq_front::holds).
   std::atomic<uint64_t> hold_since_ms{0};
-  // A read of an empty, serialised CQ in progress (cq_readfrom_op): the
-  // completions its pollers write go straight into the application's
-  // entries, `direct_room` more of them, instead of through the ring.
-  void* direct_buf = nullptr;
-  fi_addr_t* direct_src = nullptr;
-  size_t direct_room = 0;
-  size_t direct_n = 0;
 
   cq(domain* d, const fi_cq_attr& attr, void* context, wait_set* ws);
 
@@ -132,40 +109,6 @@ cq* of(fid_cq* f) noexcept {
   return from_fid<cq>(f);
 }
 
-// One field at a time, straight into the application's entry (which may be
-// unaligned: memcpy of each field). Building the entry on the stack and
-// copying it whole made the copy's 16-byte load span two smaller stores the
-// CPU could not forward: a stall in every fi_cq_read (68 % of read_locked's
-// samples; an 8-byte send-to-self loop went from 52.9 to 50.3 ns).
-template <class T>
-inline void put_field(void* dst, size_t off, const T& v) noexcept {
-  std::memcpy(static_cast<uint8_t*>(dst) + off, &v, sizeof(T));
-}
-
-template <fi_cq_format F>
-inline void put(void* dst, const cq_slot& s) noexcept {
-  if constexpr (F == FI_CQ_FORMAT_CONTEXT) {
-    put_field(dst, offsetof(fi_cq_entry, op_context), s.op_context);
-  } else if constexpr (F == FI_CQ_FORMAT_MSG) {
-    put_field(dst, offsetof(fi_cq_msg_entry, op_context), s.op_context);
-    put_field(dst, offsetof(fi_cq_msg_entry, flags), s.flags);
-    put_field(dst, offsetof(fi_cq_msg_entry, len), s.len);
-  } else if constexpr (F == FI_CQ_FORMAT_DATA) {
-    put_field(dst, offsetof(fi_cq_data_entry, op_context), s.op_context);
-    put_field(dst, offsetof(fi_cq_data_entry, flags), s.flags);
-    put_field(dst, offsetof(fi_cq_data_entry, len), s.len);
-    put_field(dst, offsetof(fi_cq_data_entry, buf), s.buf);
-    put_field(dst, offsetof(fi_cq_data_entry, data), s.data);
-  } else {
-    put_field(dst, offsetof(fi_cq_tagged_entry, op_context), s.op_context);
-    put_field(dst, offsetof(fi_cq_tagged_entry, flags), s.flags);
-    put_field(dst, offsetof(fi_cq_tagged_entry, len), s.len);
-    put_field(dst, offsetof(fi_cq_tagged_entry, buf), s.buf);
-    put_field(dst, offsetof(fi_cq_tagged_entry, data), s.data);
-    put_field(dst, offsetof(fi_cq_tagged_entry, tag), s.tag);
-  }
-}
-
 template <fi_cq_format F, class E>
 ssize_t drain(cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
   auto* out = static_cast<E*>(buf);
@@ -173,7 +116,7 @@ ssize_t drain(cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
   while (n < count && c->count) {
     const cq_slot& s = c->ring[c->head];
     if (s.is_err) break;
-    put<F>(out + n, s);
+    cq_put<F>(out + n, s);
     if (src) src[n] = s.src;
     c->head = (c->head + 1) & c->mask();
     c->count--;
@@ -190,27 +133,11 @@ bool held(const cq* c) noexcept {
   return now_ms() - c->hold_since_ms.load(std::memory_order_relaxed) < cq_hold_max_ms;
 }
 
-// Calls fn.operator()<F, E>() for the CQ's format F and its entry type E
-// (draining the ring, writing an entry directly).
-template <class Fn>
-inline auto with_format(fi_cq_format f, Fn&& fn) noexcept {
-  switch (f) {
-    case FI_CQ_FORMAT_MSG:
-      return fn.template operator()<FI_CQ_FORMAT_MSG, fi_cq_msg_entry>();
-    case FI_CQ_FORMAT_DATA:
-      return fn.template operator()<FI_CQ_FORMAT_DATA, fi_cq_data_entry>();
-    case FI_CQ_FORMAT_TAGGED:
-      return fn.template operator()<FI_CQ_FORMAT_TAGGED, fi_cq_tagged_entry>();
-    default:
-      return fn.template operator()<FI_CQ_FORMAT_CONTEXT, fi_cq_entry>();
-  }
-}
-
 // Lock held.
 ssize_t read_locked(cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
   if (!c->count || held(c)) return -FI_EAGAIN;
   if (c->ring[c->head].is_err) return -FI_EAVAIL;
-  return with_format(c->format, [&]<fi_cq_format F, class E>() { return drain<F, E>(c, buf, count, src); });
+  return cq_with_format(c->format, [&]<fi_cq_format F, class E>() { return drain<F, E>(c, buf, count, src); });
 }
 
 ssize_t cq_readfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src) noexcept {
@@ -359,11 +286,11 @@ fi_ops_cq cq_ops = {
 
 cq::cq(domain* d, const fi_cq_attr& attr, void* context, wait_set* ws)
     : dom(d),
-      format(attr.format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr.format),
       wait_cond(attr.wait_cond),
       set(ws),
       ring(round_pow2(std::min(attr.size ? attr.size : default_cq_size, max_initial_slots))),
       w(attr.wait_obj, ws) {
+  format = attr.format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr.format;
   fid_.fid.fclass = FI_CLASS_CQ;
   fid_.fid.context = context;
   fid_.fid.ops = &cq_fi_ops;
@@ -422,16 +349,8 @@ namespace {
 
 int cq_write(fid_cq* f, void* op_context, uint64_t flags, size_t len, void* buf, uint64_t data, uint64_t tag,
              fi_addr_t src) noexcept {
-  cq* c = of(f);
-  if (!c->direct_room || c->holds.load(std::memory_order_relaxed))
-    return cq_queue(c, op_context, flags, len, buf, data, tag, src);
-  size_t n = c->direct_n++;
-  c->direct_room--;
-  with_format(c->format, [&]<fi_cq_format F, class E>() {
-    put<F>(static_cast<E*>(c->direct_buf) + n, cq_slot{op_context, flags, len, buf, data, tag, src, 0});
-  });
-  if (c->direct_src) c->direct_src[n] = src;
-  return 0;
+  if (cq_write_direct(f, cq_slot{op_context, flags, len, buf, data, tag, src, 0})) return 0;
+  return cq_queue(of(f), op_context, flags, len, buf, data, tag, src);
 }
 
 int cq_write_error(fid_cq* f, const fi_cq_err_entry& err, fi_addr_t src) noexcept {

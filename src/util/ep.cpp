@@ -540,8 +540,8 @@ void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, i
   if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_err_inc(c);
 }
 
-void rx_done(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
-             uint64_t tag, fi_addr_t src) noexcept {
+void rx_done_slow(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
+                  uint64_t tag, fi_addr_t src) noexcept {
   if (r.flags & flag_coll) [[unlikely]]
     return coll_rx_done(r.context, len, 0);
   if (e.rx_cq && (!e.rx_selective || (r.flags & FI_COMPLETION)))

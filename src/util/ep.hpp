@@ -34,6 +34,7 @@
 #include "util/absent_peers.hpp"
 #include "util/av.hpp"
 #include "util/coll.hpp"
+#include "util/cq.hpp"
 #include "util/domain.hpp"
 #include "util/matcher.hpp"
 
@@ -196,9 +197,17 @@ void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, i
 // the error. src is the sender (FI_SOURCE), FI_ADDR_NOTAVAIL when unknown.
 void rx_finish(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t n, uint64_t size, int err,
                void* buf, uint64_t data, uint64_t tag, fi_addr_t src) noexcept;
-// The plain success, kept apart for the small-message path.
-void rx_done(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
-             uint64_t tag, fi_addr_t src) noexcept;
+// The plain success, kept apart for the small-message path: inline while
+// the entry can go straight into a read's array, rx_done_slow otherwise.
+void rx_done_slow(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
+                  uint64_t tag, fi_addr_t src) noexcept;
+inline void rx_done(endpoint& e, const posted_recv& r, uint64_t cq_flags, size_t len, void* buf, uint64_t data,
+                    uint64_t tag, fi_addr_t src) noexcept {
+  if (!(r.flags & flag_coll) && !e.cntr_recv && e.rx_cq && (!e.rx_selective || (r.flags & FI_COMPLETION)) &&
+      cq_write_direct(e.rx_cq, cq_slot{r.context, cq_flags, len, buf, data, tag, src, 0})) [[likely]]
+    return;
+  rx_done_slow(e, r, cq_flags, len, buf, data, tag, src);
+}
 // Remote side of RMA and atomics: the remote counters, and remote CQ data.
 void remote_write_done(endpoint& e, bool remote_cq_data, uint64_t len, uint64_t data) noexcept;
 void remote_read_done(endpoint& e) noexcept;
