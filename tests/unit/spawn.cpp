@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sched.h>
 
+#include <chrono>
+
 #include "fixture.hpp"
 
 namespace weft_test {
@@ -294,6 +296,59 @@ void mp_run(int n, const mp_body& body, const mp_options& opt) {
   }
   for (int i = 1; i < n; ++i)
     for (int fd : {up_r[i], up_w[i], down_r[i], down_w[i]}) close(fd);
+}
+
+void send_to_reused_av_index(mp_peer& p) {
+  fi_cq_tagged_entry ce;
+  if (p.rank == 0) {
+    uint64_t v = 1;
+    p.barrier();  // the receives are posted
+    // Twice: the second send goes through what the first left cached. Each
+    // waits for its completion, which drives a network provider's progress.
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(fi_tsend(p.ep, &v, sizeof v, nullptr, p.addr[1], 7, nullptr), 0);
+      ASSERT_EQ(p.wait_cq(&ce), 1);
+    }
+    p.barrier();
+    char raw[256];
+    size_t len = sizeof raw;
+    ASSERT_EQ(fi_av_lookup(p.av, p.addr[2], raw, &len), 0);
+    ASSERT_LE(len, sizeof raw);
+    ASSERT_EQ(fi_av_remove(p.av, &p.addr[1], 1, 0), 0);
+    fi_addr_t fresh = FI_ADDR_NOTAVAIL;
+    ASSERT_EQ(fi_av_insert(p.av, raw, 1, &fresh, 0, nullptr), 1);
+    EXPECT_EQ(fresh, p.addr[1]) << "the removed index is taken again";
+    p.barrier();  // the receives are posted
+    v = 2;
+    ASSERT_EQ(fi_tsend(p.ep, &v, sizeof v, nullptr, fresh, 7, nullptr), 0);
+    ASSERT_EQ(p.wait_cq(&ce), 1);
+    p.barrier();
+  } else if (p.rank == 1) {
+    uint64_t in[2] = {}, late = 0;
+    for (uint64_t& x : in) ASSERT_EQ(fi_trecv(p.ep, &x, sizeof x, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr), 0);
+    p.barrier();
+    for (int i = 0; i < 2; ++i) ASSERT_EQ(p.wait_cq(&ce), 1);
+    EXPECT_EQ(in[0], 1u);
+    EXPECT_EQ(in[1], 1u);
+    p.barrier();
+    ASSERT_EQ(fi_trecv(p.ep, &late, sizeof late, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr), 0);
+    p.barrier();
+    p.barrier();  // rank 2 has its message: none may come here, in 100 ms of progress
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(100))
+      ASSERT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN) << "a message reached the removed peer";
+    EXPECT_EQ(late, 0u);
+  } else {
+    uint64_t v = 0;
+    p.barrier();
+    p.barrier();
+    ASSERT_EQ(fi_trecv(p.ep, &v, sizeof v, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr), 0);
+    p.barrier();
+    ASSERT_EQ(p.wait_cq(&ce), 1);
+    EXPECT_EQ(v, 2u);
+    p.barrier();
+  }
+  p.barrier();  // rank 1 checked: the endpoints may close
 }
 
 }  // namespace weft_test

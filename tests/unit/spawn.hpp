@@ -149,4 +149,11 @@ inline void fill(std::vector<unsigned char>& v, unsigned seed) {
 // children are reported as a failure of the calling test.
 void mp_run(int n, const mp_body& body, const mp_options& opt = {});
 
+// A body that the RDM suite (test_data_path.cpp) and the datagram one
+// (test_dgram.cpp) both run, in 3 ranks: rank 0 sends to rank 1 twice,
+// removes rank 1's AV entry and inserts rank 2's address (the same index
+// comes back); its next send to that fi_addr_t reaches rank 2, and nothing
+// more reaches rank 1.
+void send_to_reused_av_index(mp_peer& p);
+
 }  // namespace weft_test

@@ -1385,6 +1385,15 @@ TEST_P(data_path, TwoSendersOneWildcardQueue) {
   });
 }
 
+// An AV entry removed and its index given to another peer's address: a send
+// to that fi_addr_t reaches the new peer, whatever the endpoint kept about
+// the old one (shm's last destination and peer of each index, tcp's
+// connection, the linked provider's path: under lnx on two hosts the index
+// goes from a peer over tcp to one over shm).
+TEST_P(data_path, ReusedAvIndexReachesTheNewPeer) {
+  mp_run(3, weft_test::send_to_reused_av_index);
+}
+
 WEFT_MP_SUITE(data_path);
 
 }  // namespace

@@ -362,6 +362,12 @@ TEST_P(dgram, DirectedReceives) {
   }, dgram_opts());
 }
 
+// An AV entry removed and its index given to another peer's address: the
+// next datagram to that fi_addr_t goes to the new peer.
+TEST_P(dgram, ReusedAvIndexReachesTheNewPeer) {
+  mp_run(3, weft_test::send_to_reused_av_index, dgram_opts());
+}
+
 // ---------------------------------------------------------------- FD waits
 // An application asleep in poll(2) on the CQ's fd wakes when a datagram
 // comes, and the fd is quiet again once it is read.

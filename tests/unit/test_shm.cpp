@@ -188,51 +188,6 @@ TEST_P(shm_mp, InjectSizeParameter) {
   unsetenv(weft_test::prov_var("FI_SHM_INJECT_SIZE").c_str());
 }
 
-// An AV entry removed and its index given to another peer: a send to that
-// fi_addr_t reaches the new peer, whatever the endpoint cached about the
-// old one (the last destination and its peer, the peer of each index).
-TEST_P(shm_mp, ReusedAvIndexReachesTheNewPeer) {
-  mp_run(3, [](mp_peer& p) {
-    fi_cq_tagged_entry ce;
-    uint64_t v = 0;
-    if (p.rank == 0) {
-      v = 1;
-      ASSERT_EQ(fi_tinject(p.ep, &v, sizeof v, p.addr[1], 7), 0);
-      ASSERT_EQ(fi_tinject(p.ep, &v, sizeof v, p.addr[1], 7), 0);  // the second goes through the caches
-      p.barrier();
-      char raw[256];
-      size_t len = sizeof raw;
-      ASSERT_EQ(fi_av_lookup(p.av, p.addr[2], raw, &len), 0);
-      ASSERT_EQ(fi_av_remove(p.av, &p.addr[1], 1, 0), 0);
-      fi_addr_t fresh = FI_ADDR_NOTAVAIL;
-      ASSERT_EQ(fi_av_insert(p.av, raw, 1, &fresh, 0, nullptr), 1);
-      EXPECT_EQ(fresh, p.addr[1]) << "the removed index is taken again";
-      v = 2;
-      ASSERT_EQ(fi_tinject(p.ep, &v, sizeof v, fresh, 7), 0);
-      p.barrier();
-      p.barrier();
-    } else if (p.rank == 1) {
-      for (int i = 0; i < 2; ++i) {
-        ASSERT_EQ(fi_trecv(p.ep, &v, sizeof v, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr), 0);
-        ASSERT_EQ(p.wait_cq(&ce), 1);
-        EXPECT_EQ(v, 1u);
-      }
-      p.barrier();
-      ASSERT_EQ(fi_trecv(p.ep, &v, sizeof v, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr), 0);
-      p.barrier();
-      p.barrier();  // rank 2 has its message: none may have come here
-      EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
-    } else {
-      p.barrier();
-      ASSERT_EQ(fi_trecv(p.ep, &v, sizeof v, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr), 0);
-      p.barrier();
-      ASSERT_EQ(p.wait_cq(&ce), 1);
-      EXPECT_EQ(v, 2u);
-      p.barrier();
-    }
-  });
-}
-
 // Large messages are copied in two parts, by the receiver and the sender at
 // once; a sender that does not progress leaves its part to the receiver,
 // which must still complete (here while the sender sleeps), and a short
