@@ -10,13 +10,15 @@
 //   LD_LIBRARY_PATH=build/lib taskset -c 0 build/tests/bin/self-loop
 //   LD_LIBRARY_PATH=build/lib valgrind --tool=callgrind build/tests/bin/self-loop 100000
 //
-//   usage: self-loop [ITERS] [PROVIDER] [empty|waited]   (default 2000000 shm)
+//   usage: self-loop [ITERS] [PROVIDER] [empty|waited|source]   (default 2000000 shm)
 //   "empty": only fi_cq_read on the empty CQ, ITERS times (the cost of a poll
 //   that finds nothing).
 //   "waited": one fi_cq_read of the empty CQ before each fi_tinject, so that
 //   the read that takes the message follows an empty one, as a ping-pong's
 //   does (progress takes such a message on its shortest path). Subtract an
 //   "empty" run's counts to get the read that finds the message.
+//   "source": the endpoint asks for FI_SOURCE and reads with fi_cq_readfrom
+//   (each message's source checked): the cost of naming the sender.
 // Linked to libfabric.so.1 by SONAME, like weft-perf: Debian's libfabric
 // without LD_LIBRARY_PATH. Prints "ns_per_message <ns>" for two passes.
 #include <rdma/fabric.h>
@@ -48,12 +50,13 @@ int main(int argc, char** argv) {
   const char* prov = argc > 2 ? argv[2] : "shm";
   bool empty = argc > 3 && !std::strcmp(argv[3], "empty");
   bool waited = argc > 3 && !std::strcmp(argv[3], "waited");
-  if (iters <= 0 || (argc > 3 && !empty && !waited)) {
-    std::fprintf(stderr, "usage: self-loop [ITERS] [PROVIDER] [empty|waited]\n");
+  bool source = argc > 3 && !std::strcmp(argv[3], "source");
+  if (iters <= 0 || (argc > 3 && !empty && !waited && !source)) {
+    std::fprintf(stderr, "usage: self-loop [ITERS] [PROVIDER] [empty|waited|source]\n");
     return 2;
   }
   fi_info* hints = fi_allocinfo();
-  hints->caps = FI_TAGGED;
+  hints->caps = FI_TAGGED | (source ? FI_SOURCE : 0);
   hints->ep_attr->type = FI_EP_RDM;
   hints->fabric_attr->prov_name = strdup(prov);
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -104,9 +107,11 @@ int main(int argc, char** argv) {
       while ((r = fi_tinject(ep, sbuf, sizeof sbuf, self, 7)) == -FI_EAGAIN) fi_cq_read(cq, nullptr, 0);
       check("fi_tinject", r);
       ssize_t n;
-      while ((n = fi_cq_read(cq, &e, 1)) == -FI_EAGAIN) {
+      fi_addr_t from = FI_ADDR_NOTAVAIL;
+      while ((n = source ? fi_cq_readfrom(cq, &e, 1, &from) : fi_cq_read(cq, &e, 1)) == -FI_EAGAIN) {
       }
       if (n != 1) fail("fi_cq_read", n);
+      if (source && from != self) fail("the message's source", -FI_EIO);
       if (std::memcmp(rbuf, sbuf, sizeof rbuf) || e.len != sizeof rbuf || e.tag != 7) fail("the message", -FI_EIO);
     }
     std::chrono::duration<double, std::nano> dt = std::chrono::steady_clock::now() - t0;

@@ -113,8 +113,14 @@ struct bytes_hash {
 
 struct av_private {
   std::mutex mu;
-  // address bytes -> first index holding them
-  std::unordered_map<std::string, uint64_t, bytes_hash, std::equal_to<>> rev;
+  // Address bytes -> the entries holding them: the first inserted of those
+  // still in the AV (what find answers), and how many there are, so that
+  // removing that one hands the answer to another instead of losing it.
+  struct holders {
+    uint64_t idx;
+    uint64_t n;
+  };
+  std::unordered_map<std::string, holders, bytes_hash, std::equal_to<>> rev;
   std::vector<unsigned char*> owned;  // chunks to free
 };
 
@@ -432,7 +438,7 @@ int av::insert_one(const void* addr, size_t len, uint64_t user_id, bool use_user
   }
   if (dom_->pd)
     if (int err = dom_->pd->av_filled(*this, idx, addr, len)) return err;
-  if (priv_ && len) priv_->rev.try_emplace(std::string(static_cast<const char*>(addr), len), idx);
+  if (priv_ && len) rev_add(addr, len, idx);
   slot_hdr* s = slot_at(idx);
   std::memcpy(s + 1, addr, len);
   s->len = uint32_t(len);
@@ -443,6 +449,37 @@ int av::insert_one(const void* addr, size_t len, uint64_t user_id, bool use_user
   if (idx >= high) high = idx + 1;
   out = idx;
   return 0;
+}
+
+// The reverse map of a private AV, under the lock. An insert adds a holder
+// (the answer stays the first one); a removal takes one away, and when it
+// was the answer, the lowest other in-use slot with the same bytes becomes
+// it (a walk only when duplicates exist).
+void av::rev_add(const void* addr, size_t len, uint64_t idx) {
+  auto [it, added] = priv_->rev.try_emplace(std::string(static_cast<const char*>(addr), len),
+                                            av_private::holders{idx, 1});
+  if (!added) ++it->second.n;
+}
+
+void av::rev_drop(uint64_t idx) noexcept {
+  const slot_hdr* s = slot_at(idx);
+  const std::string_view bytes(reinterpret_cast<const char*>(s + 1), s->len);
+  if (bytes.empty()) return;
+  auto it = priv_->rev.find(bytes);
+  if (it == priv_->rev.end()) return;
+  if (--it->second.n == 0) {
+    priv_->rev.erase(it);
+    return;
+  }
+  if (it->second.idx != idx) return;
+  for (uint64_t i = 0; i < high_; ++i) {
+    const slot_hdr* o = i == idx ? nullptr : slot_of(i);
+    if (o && o->len == s->len && std::memcmp(o + 1, s + 1, s->len) == 0) {
+      it->second.idx = i;
+      return;
+    }
+  }
+  priv_->rev.erase(it);  // the count was wrong: nothing else holds them
 }
 
 int av::remove(const fi_addr_t* fi_addr, size_t count) {
@@ -456,10 +493,7 @@ int av::remove(const fi_addr_t* fi_addr, size_t count) {
     slot_hdr* s = slot_at(idx);
     uint32_t st = load_state(s);
     if (!(st & 1)) continue;  // listed twice
-    if (priv_) {
-      auto it = priv_->rev.find(std::string_view(reinterpret_cast<const char*>(s + 1), s->len));
-      if (it != priv_->rev.end() && it->second == idx) priv_->rev.erase(it);
-    }
+    if (priv_) rev_drop(idx);
     store_state(s, st & ~uint32_t{1});
     if (idx < hint) hint = idx;
     if (dom_->pd) dom_->pd->av_emptied(*this, idx);
@@ -473,11 +507,8 @@ int av::insert_at(uint64_t idx, const void* addr, size_t len, uint64_t user_id) 
   if (idx >= capacity_.load(std::memory_order_relaxed)) grow(idx + 1);
   slot_hdr* s = slot_at(idx);
   const uint32_t st = load_state(s);
-  if (st & 1) {  // refilled: drop the old bytes' reverse entry
-    auto it = priv_->rev.find(std::string_view(reinterpret_cast<const char*>(s + 1), s->len));
-    if (it != priv_->rev.end() && it->second == idx) priv_->rev.erase(it);
-  }
-  priv_->rev.try_emplace(std::string(static_cast<const char*>(addr), len), idx);
+  if (st & 1) rev_drop(idx);  // refilled: the old bytes lose this holder
+  rev_add(addr, len, idx);
   std::memcpy(s + 1, addr, len);
   s->len = uint32_t(len);
   s->user_id = user_id;
@@ -498,7 +529,7 @@ fi_addr_t av::find(const void* addr, size_t len) const noexcept {
     std::unique_lock<const av> held(*this, std::adopt_lock);
     if (priv_) {
       auto it = priv_->rev.find(std::string_view(static_cast<const char*>(addr), len));
-      return it == priv_->rev.end() ? FI_ADDR_NOTAVAIL : it->second;
+      return it == priv_->rev.end() ? FI_ADDR_NOTAVAIL : it->second.idx;
     }
     uint64_t high = shared_->hdr->high;
     for (uint64_t i = 0; i < high; ++i) {

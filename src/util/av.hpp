@@ -67,14 +67,33 @@ public:
     const slot_hdr* s = slot_of(index(a));
     return s ? s->user_id : FI_ADDR_NOTAVAIL;
   }
-  // Bumped each time a slot is (re)filled: lets a provider that caches state
-  // per index (a connection, a mapped peer region) notice remove + reinsert.
   // Slots below this index may be in use (slot_of says which): the bound of
   // a walk over every entry.
   uint64_t capacity() const noexcept { return capacity_.load(std::memory_order_acquire); }
+  // Bumped each time a slot is (re)filled: lets a provider that caches state
+  // per index (a connection, a mapped peer region) notice remove + reinsert.
   uint32_t generation(fi_addr_t a) const noexcept {
     const slot_hdr* s = slot_of(index(a));
     return s ? std::atomic_ref<const uint32_t>(s->state).load(std::memory_order_acquire) >> 1 : 0;
+  }
+  // The generation and whether the slot is in use, in one word (0: no
+  // slot). A cached reverse lookup (the fi_addr_t a sender's address has
+  // here, for FI_SOURCE and directed receives) stays right while its entry's
+  // word is the one it was found with: a removed entry, or one given to
+  // another address, changes it, and the sender is looked up again.
+  uint32_t entry_state(fi_addr_t a) const noexcept {
+    const slot_hdr* s = slot_of(index(a));
+    return s ? std::atomic_ref<const uint32_t>(s->state).load(std::memory_order_acquire) : 0;
+  }
+  // Where that word lives (nullptr: no entry at a). Slots never move while
+  // the AV is open, so a cache on the data path keeps this and the word's
+  // value and compares them with one load (word_now).
+  const uint32_t* entry_word(fi_addr_t a) const noexcept {
+    const slot_hdr* s = slot_of(index(a));
+    return s ? &s->state : nullptr;
+  }
+  static uint32_t word_now(const uint32_t* w) noexcept {
+    return std::atomic_ref<const uint32_t>(*w).load(std::memory_order_acquire);
   }
 
   // ---------------------------------------------------------- control path
@@ -87,7 +106,8 @@ public:
   // Reverse lookup: the fi_addr_t of the entry holding `addr` (len bytes;
   // FI_ADDR_STR addresses include their NUL), or FI_ADDR_NOTAVAIL. Takes the
   // AV's lock, allocates nothing: a hash lookup for private AVs, a scan for
-  // named ones (cache the answer). With duplicates, the first inserted.
+  // named ones (cache the answer). With duplicates, the first inserted;
+  // once it is removed, the lowest index still holding the address.
   fi_addr_t find(const void* addr, size_t len) const noexcept;
 
   domain& dom() const noexcept { return *dom_; }
@@ -148,6 +168,8 @@ private:
   friend struct av_shared;
   friend int av_open(domain&, fi_av_attr*, fid_av**, void*) noexcept;
   void grow(uint64_t need);
+  void rev_add(const void* addr, size_t len, uint64_t idx);
+  void rev_drop(uint64_t idx) noexcept;
 
   domain* dom_;
   fi_av_type type_;

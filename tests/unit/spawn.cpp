@@ -298,6 +298,22 @@ void mp_run(int n, const mp_body& body, const mp_options& opt) {
     for (int fd : {up_r[i], up_w[i], down_r[i], down_w[i]}) close(fd);
 }
 
+namespace {
+
+// Rank 1's AV entry removed and rank 2's address inserted: `fresh` is the
+// index it gets (rank 1's, the lowest free one).
+void give_index_1_to_rank_2(mp_peer& p, fi_addr_t& fresh) {
+  char raw[256];
+  size_t len = sizeof raw;
+  ASSERT_EQ(fi_av_lookup(p.av, p.addr[2], raw, &len), 0);
+  ASSERT_LE(len, sizeof raw);
+  ASSERT_EQ(fi_av_remove(p.av, &p.addr[1], 1, 0), 0);
+  ASSERT_EQ(fi_av_insert(p.av, raw, 1, &fresh, 0, nullptr), 1);
+  EXPECT_EQ(fresh, p.addr[1]) << "the removed index is taken again";
+}
+
+}  // namespace
+
 void send_to_reused_av_index(mp_peer& p) {
   fi_cq_tagged_entry ce;
   if (p.rank == 0) {
@@ -310,14 +326,8 @@ void send_to_reused_av_index(mp_peer& p) {
       ASSERT_EQ(p.wait_cq(&ce), 1);
     }
     p.barrier();
-    char raw[256];
-    size_t len = sizeof raw;
-    ASSERT_EQ(fi_av_lookup(p.av, p.addr[2], raw, &len), 0);
-    ASSERT_LE(len, sizeof raw);
-    ASSERT_EQ(fi_av_remove(p.av, &p.addr[1], 1, 0), 0);
     fi_addr_t fresh = FI_ADDR_NOTAVAIL;
-    ASSERT_EQ(fi_av_insert(p.av, raw, 1, &fresh, 0, nullptr), 1);
-    EXPECT_EQ(fresh, p.addr[1]) << "the removed index is taken again";
+    ASSERT_NO_FATAL_FAILURE(give_index_1_to_rank_2(p, fresh));
     p.barrier();  // the receives are posted
     v = 2;
     ASSERT_EQ(fi_tsend(p.ep, &v, sizeof v, nullptr, fresh, 7, nullptr), 0);
@@ -349,6 +359,68 @@ void send_to_reused_av_index(mp_peer& p) {
     p.barrier();
   }
   p.barrier();  // rank 1 checked: the endpoints may close
+}
+
+void source_of_reused_av_index(mp_peer& p) {
+  fi_cq_tagged_entry ce;
+  // Each sender's message waits for its completion, which drives a network
+  // provider's progress while rank 0 reads its CQ.
+  auto send = [&](uint64_t v) {
+    ASSERT_EQ(fi_tsend(p.ep, &v, sizeof v, nullptr, p.addr[0], 7, nullptr), 0);
+    ASSERT_EQ(p.wait_cq(&ce), 1);
+  };
+  if (p.rank == 1) {
+    p.barrier();  // the receives are posted
+    send(1);
+    p.barrier();
+    p.barrier();  // rank 0's AV has no entry for this rank now
+    send(2);
+    p.barrier();
+    p.barrier();
+  } else if (p.rank == 2) {
+    p.barrier();
+    send(10);
+    p.barrier();
+    p.barrier();
+    p.barrier();  // rank 0 has rank 1's second message
+    send(3);
+    p.barrier();
+  } else {
+    uint64_t first[2] = {};
+    for (uint64_t& x : first) ASSERT_EQ(fi_trecv(p.ep, &x, sizeof x, nullptr, FI_ADDR_UNSPEC, 7, 0, &x), 0);
+    p.barrier();
+    // Heard from both: the source of each is cached where a provider caches it.
+    for (int i = 0; i < 2; ++i) {
+      fi_addr_t src = FI_ADDR_NOTAVAIL;
+      ASSERT_EQ(p.wait_cq(&ce, nullptr, 10000, &src), 1);
+      const uint64_t v = *static_cast<uint64_t*>(ce.op_context);
+      ASSERT_TRUE(v == 1 || v == 10) << v;
+      EXPECT_EQ(src, p.addr[v == 1 ? 1 : 2]);
+    }
+    p.barrier();
+    // Rank 1 leaves the AV and its index is given to rank 2's address,
+    // which then leaves its old index: rank 2 is named by rank 1's old one.
+    fi_addr_t fresh = FI_ADDR_NOTAVAIL;
+    ASSERT_NO_FATAL_FAILURE(give_index_1_to_rank_2(p, fresh));
+    ASSERT_EQ(fi_av_remove(p.av, &p.addr[2], 1, 0), 0);
+    uint64_t from_new = 0, from_any = 0;
+    ASSERT_EQ(fi_trecv(p.ep, &from_new, sizeof from_new, nullptr, fresh, 7, 0, &from_new), 0);
+    ASSERT_EQ(fi_trecv(p.ep, &from_any, sizeof from_any, nullptr, FI_ADDR_UNSPEC, 7, 0, &from_any), 0);
+    p.barrier();
+    fi_addr_t src = 0;
+    ASSERT_EQ(p.wait_cq(&ce, nullptr, 10000, &src), 1);
+    EXPECT_EQ(ce.op_context, &from_any) << "the removed sender's message took the receive for the index's new peer";
+    EXPECT_EQ(src, FI_ADDR_NOTAVAIL);
+    EXPECT_EQ(*static_cast<uint64_t*>(ce.op_context), 2u);
+    p.barrier();
+    src = 0;
+    ASSERT_EQ(p.wait_cq(&ce, nullptr, 10000, &src), 1);
+    EXPECT_EQ(ce.op_context, &from_new);
+    EXPECT_EQ(src, fresh);
+    EXPECT_EQ(*static_cast<uint64_t*>(ce.op_context), 3u);
+    p.barrier();
+  }
+  p.barrier();  // rank 0 read both: the endpoints may close
 }
 
 }  // namespace weft_test

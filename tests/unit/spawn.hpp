@@ -155,5 +155,9 @@ void mp_run(int n, const mp_body& body, const mp_options& opt = {});
 // comes back); its next send to that fi_addr_t reaches rank 2, and nothing
 // more reaches rank 1.
 void send_to_reused_av_index(mp_peer& p);
+// Rank 0 hears from 1 and 2, removes both from its AV and gives 1's index to
+// 2's address: 1's next message must come with no source and not match a
+// receive directed at that index; 2's must match it.
+void source_of_reused_av_index(mp_peer& p);
 
 }  // namespace weft_test

@@ -1394,6 +1394,15 @@ TEST_P(data_path, ReusedAvIndexReachesTheNewPeer) {
   mp_run(3, weft_test::send_to_reused_av_index);
 }
 
+// The other way: once an index is given to another peer, the removed
+// sender's messages report FI_ADDR_NOTAVAIL as their source and do not match
+// a receive directed at that index, while the new peer's report the index
+// (shm's and tcp's cached sources are checked against the entry's
+// generation).
+TEST_P(data_path, ReusedAvIndexNamesTheNewSource) {
+  mp_run(3, weft_test::source_of_reused_av_index);
+}
+
 WEFT_MP_SUITE(data_path);
 
 }  // namespace

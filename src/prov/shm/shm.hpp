@@ -490,11 +490,20 @@ struct ep : endpoint {
   // (Here at the end, and the first slots inline above as they always
   // were: the fields the polling path reads keep their places; moving them
   // by 3 KiB measured 3-7% slower for 8 B to 1 KiB messages on this VM.)
+  // A cached source holds while its AV entry's state word (av::entry_word)
+  // has the value it had when found: a removed entry, or one given to
+  // another address, makes the sender be looked up again (src_addr_of).
+  struct src_seen {
+    const uint32_t* word = nullptr;
+    uint32_t state = 0;
+  };
   struct src_entry {
     fi_addr_t addr = FI_ADDR_NOTAVAIL;
     int32_t pid = 0;
+    src_seen seen;
   };
   std::vector<src_entry> src_more;
+  src_seen src_seen_inline[src_inline];  // for src_cache
 
   ep() {
     for (auto& s : src_cache) s = FI_ADDR_NOTAVAIL;
@@ -555,7 +564,8 @@ inline peer_ref peer_of(ep& e, fi_addr_t addr) noexcept {
 // through src_addr_slow).
 inline fi_addr_t src_addr_of(ep& e, uint32_t slot) noexcept {
   if (slot < src_inline && e.src_cache[slot] != FI_ADDR_NOTAVAIL &&
-      e.src_pid[slot] == e.me.peers()[slot].pid.load(std::memory_order_relaxed)) [[likely]]
+      e.src_pid[slot] == e.me.peers()[slot].pid.load(std::memory_order_relaxed) &&
+      av::word_now(e.src_seen_inline[slot].word) == e.src_seen_inline[slot].state) [[likely]]
     return e.src_cache[slot];
   return src_addr_slow(e, slot);
 }

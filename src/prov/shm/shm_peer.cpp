@@ -239,20 +239,27 @@ fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
   ep::src_entry none{};
   fi_addr_t* cached = &none.addr;
   int32_t* cached_pid = &none.pid;
+  ep::src_seen* seen = &none.seen;
   if (slot < src_inline) {
     cached = &e.src_cache[slot];
     cached_pid = &e.src_pid[slot];
+    seen = &e.src_seen_inline[slot];
   } else {
     const size_t i = slot - src_inline;
     try {
       if (i >= e.src_more.size()) e.src_more.resize(e.peer_cap - src_inline);
       cached = &e.src_more[i].addr;
       cached_pid = &e.src_more[i].pid;
+      seen = &e.src_more[i].seen;
     } catch (...) {
       // No memory: the local entry, not kept.
     }
   }
-  if (*cached != FI_ADDR_NOTAVAIL && *cached_pid == pid) return *cached;
+  // Found before, for this process, and the AV entry still the one found
+  // (not removed, not given to another address since).
+  if (*cached != FI_ADDR_NOTAVAIL && *cached_pid == pid && av::word_now(seen->word) == seen->state)
+    return *cached;
+  *cached = FI_ADDR_NOTAVAIL;
   char addr[name_max + 16];
   memcpy(addr, shm_prefix, shm_prefix_len);
   size_t plen = shm_prefix_len;
@@ -261,12 +268,20 @@ fi_addr_t src_addr_slow(ep& e, uint32_t slot) noexcept {
   // A context of a scalable endpoint ("name#t3") answers for the endpoint.
   if (char* hash = strchr(addr + plen, '#')) *hash = 0;
   size_t len = strlen(addr);
-  fi_addr_t a = e.av->find(addr, len + 1);
-  if (a == FI_ADDR_NOTAVAIL) a = e.av->find(addr, len);
-  if (a != FI_ADDR_NOTAVAIL) {
-    *cached = a;
-    *cached_pid = pid;
-  }
+  size_t alen = len + 1;
+  fi_addr_t a = e.av->find(addr, alen);
+  if (a == FI_ADDR_NOTAVAIL) a = e.av->find(addr, alen = len);
+  if (a == FI_ADDR_NOTAVAIL) return a;
+  // The word first, then the address it stands for: an entry changed in
+  // between (another thread's fi_av_remove / insert) is not cached.
+  const uint32_t* word = e.av->entry_word(a);
+  const uint32_t st = word ? av::word_now(word) : 0;
+  size_t now_len = 0;
+  const void* now = e.av->lookup(a, &now_len);
+  if (!(st & 1) || !now || now_len != alen || memcmp(now, addr, alen) != 0) return FI_ADDR_NOTAVAIL;
+  *cached = a;
+  *cached_pid = pid;
+  *seen = {word, st};
   return a;
 }
 

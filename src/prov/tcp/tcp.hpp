@@ -137,6 +137,7 @@ struct link {
   conn* c = nullptr;
   uint64_t serial = 0;                // names the connection in unexpected entries
   fi_addr_t src = FI_ADDR_NOTAVAIL;  // the peer's AV entry (FI_SOURCE), once found
+  uint32_t src_state = 0;            // that entry's av::entry_state when found
   int64_t credit = 0;                 // eager bytes we may still send it (known once connected)
   uint64_t early = 0;                 // eager bytes sent before we knew its credit
   bool credit_known = false;

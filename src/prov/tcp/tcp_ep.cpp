@@ -234,11 +234,24 @@ link* link_of(ep& e, conn& c) noexcept {
 }
 
 fi_addr_t source_of(ep& e, link& lk) noexcept {
-  if (lk.src != FI_ADDR_NOTAVAIL || !e.av || !lk.c || e.type != FI_EP_RDM) return lk.src;
+  if (!e.av || !lk.c || e.type != FI_EP_RDM) return lk.src;
+  // Found before, and the entry still the one found (not removed, not
+  // given to another address since).
+  if (lk.src != FI_ADDR_NOTAVAIL && e.av->entry_state(lk.src) == lk.src_state) return lk.src;
+  lk.src = FI_ADDR_NOTAVAIL;
   sock_addr a;
   if (from_wire(lk.c->peer().id, a)) return FI_ADDR_NOTAVAIL;
-  lk.src = e.av->find(&a.ss, a.len);
-  return lk.src;
+  const fi_addr_t found = e.av->find(&a.ss, a.len);
+  if (found == FI_ADDR_NOTAVAIL) return found;
+  // The word first, then the address it stands for: an entry changed in
+  // between is not cached.
+  const uint32_t st = e.av->entry_state(found);
+  size_t len = 0;
+  const void* now = e.av->lookup(found, &len);
+  if (!st || !now || len != a.len || memcmp(now, &a.ss, len) != 0) return FI_ADDR_NOTAVAIL;
+  lk.src = found;
+  lk.src_state = st;
+  return found;
 }
 
 int route_to(ep& e, fi_addr_t dest, route& rt) noexcept {
