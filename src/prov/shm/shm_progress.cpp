@@ -274,6 +274,9 @@ void progress(ep& e) noexcept {
         }
         continue;
       }
+      // A payload's first line is fetched while the header is matched (one
+      // crossing between the cores overlapped with that work, not after it).
+      if (!(c->h.flags & flag_inline)) __builtin_prefetch(c->payload);
       if (is_message(c->h)) {
         if (handle_message(e, c) == arrival::held_back) return;  // unexpected queue full: stays queued
       } else {
