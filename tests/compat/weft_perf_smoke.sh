@@ -96,11 +96,14 @@ else
   fail "allreduce over Debian's tcp;ofi_rxm: $(tr '\n' ' ' <"$tmp/err")"
 fi
 
-# CSV shape: nine columns, the batched latency a positive figure near the
-# median (within the median's p99)
+# CSV shape: nine columns, the batched latency a figure no less than half
+# the median (a batch's mean cannot be far below it) and below 1 ms. Not
+# bounded by the p99: under load (ctest -j2 beside spinning tests) a
+# preemption in most batches lifts their means above it (CI saw 0.527 over
+# a 0.516 p99).
 if run -p shm -t tagged_lat -s 8 -n 20000 --csv >"$tmp/csv" 2>"$tmp/err" &&
    head -1 "$tmp/csv" | grep -qx 'size,lat_us_median,lat_us_p99,bw_MBps,rate_Mps,iters,bw_MBps_mean,rate_Mps_mean,lat_us_batched' &&
-   tail -1 "$tmp/csv" | awk -F, 'NF == 9 && $9 > 0 && $9 <= $3 { ok = 1 } END { exit !ok }'; then
+   tail -1 "$tmp/csv" | awk -F, 'NF == 9 && $9 > 0 && $9 >= $2 / 2 && $9 < 1000 { ok = 1 } END { exit !ok }'; then
   pass "--csv columns and lat_us_batched"
 else
   fail "--csv columns: $(cat "$tmp/err" "$tmp/csv" | tr '\n' ' ')"
