@@ -281,6 +281,32 @@ TEST_P(av_test, InsertBadArguments) {
   EXPECT_EQ(fa[0], 0u);
 }
 
+// The same address in two entries: the reverse lookup (FI_SOURCE, directed
+// receives) names one of them while either is left, whichever is removed
+// first.
+TEST_P(av_test, DuplicateAddressFoundWhileOneEntryIsLeft) {
+  fid_av* a = open();
+  ASSERT_NE(a, nullptr);
+  const std::string x = make_addr(1), y = make_addr(2);
+  fi_addr_t fa[3];
+  ASSERT_EQ(fi_av_insert(a, x.data(), 1, &fa[0], 0, nullptr), 1);
+  ASSERT_EQ(fi_av_insert(a, y.data(), 1, &fa[1], 0, nullptr), 1);
+  ASSERT_EQ(fi_av_insert(a, x.data(), 1, &fa[2], 0, nullptr), 1);
+  weft::av* w = weft::av::from(&a->fid);
+  EXPECT_EQ(w->find(x.data(), x.size()), fa[0]) << "the first inserted";
+  ASSERT_EQ(fi_av_remove(a, &fa[0], 1, 0), 0);
+  EXPECT_EQ(w->find(x.data(), x.size()), fa[2]) << "the other entry still holds it";
+  fi_addr_t again = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(a, x.data(), 1, &again, 0, nullptr), 1);
+  const fi_addr_t found = w->find(x.data(), x.size());
+  EXPECT_TRUE(found == again || found == fa[2]) << found;
+  ASSERT_EQ(fi_av_remove(a, &fa[2], 1, 0), 0);
+  EXPECT_EQ(w->find(x.data(), x.size()), again);
+  ASSERT_EQ(fi_av_remove(a, &again, 1, 0), 0);
+  EXPECT_EQ(w->find(x.data(), x.size()), FI_ADDR_NOTAVAIL);
+  EXPECT_EQ(w->find(y.data(), y.size()), fa[1]);
+}
+
 // "A NULL value for an address may be used to indicate that an entry should
 // be associated with 'any' address": fi_av_insert(NULL, count) makes count
 // such entries, of no bytes; they are removed like others, and a reverse
