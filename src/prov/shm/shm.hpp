@@ -251,6 +251,11 @@ inline cell* queue_peek(region_view r, uint32_t skip = 0) noexcept {
   if (c->h.seq.load(std::memory_order_acquire) == pos + 1) return c;
   return nullptr;
 }
+// The first payload line of the cell queue_peek(r, skip) looks at.
+inline const unsigned char* queue_next_payload(region_view r, uint32_t skip = 0) noexcept {
+  uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
+  return r.cells()[pos & (queue_cells - 1)].payload;
+}
 // Returns the n cells at the head to the producers: one store to `head`,
 // nothing written to the cells.
 void queue_release_n(region_view r, uint32_t n) noexcept;
@@ -481,6 +486,10 @@ struct ep : endpoint {
   int bell = -1;
   int timer = -1;
   bool armed = false;  // queue_ctl::sleeping set since the last progress
+  // Payload lines of the last message taken, when it had at most
+  // payload_hint_max of them (0 otherwise): while the queue is empty,
+  // progress keeps that many lines of the next cell asked for.
+  uint8_t payload_hint = 0;
 
   // Slots of our peer table known to lie inside our memfd: a cell naming a
   // slot past them makes us look again (senders grow the table), and is

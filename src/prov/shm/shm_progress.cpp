@@ -235,6 +235,9 @@ void check_liveness(ep& e) noexcept {
 
 }  // namespace
 
+// The most payload lines progress asks for ahead (see ep::payload_hint).
+constexpr uint32_t payload_hint_max = 8;
+
 void progress(ep& e) noexcept {
   if (!e.enabled || !e.me.base) [[unlikely]]
     return;
@@ -259,7 +262,16 @@ void progress(ep& e) noexcept {
     for (int n = 0; n < 64; ++n) {
       if (waited && n == 1) break;
       cell* c = queue_peek(e.me, e.unreleased);
-      if (!c) break;
+      if (!c) {
+        // Nothing yet: keep the first payload line of the cell we wait on
+        // asked for, so that a message with a payload brings that line in
+        // beside its header instead of after it (an L1 hit while it stays).
+        if (e.payload_hint) {
+          const unsigned char* p = queue_next_payload(e.me, e.unreleased);
+          for (uint32_t i = 0; i < e.payload_hint; ++i) __builtin_prefetch(p + i * cacheline);
+        }
+        break;
+      }
       if (!cell_sane(e, c->h)) [[unlikely]] {
         WEFT_WARN(FI_LOG_EP_DATA, "shm: dropped a malformed cell (op %d) from slot %u",
                   static_cast<int>(c->h.opcode), static_cast<unsigned>(c->h.src));
@@ -268,6 +280,8 @@ void progress(ep& e) noexcept {
       }
       if (c->h.opcode == op::msg && (c->h.flags & flag_inline) && fast_small(e, c)) [[likely]] {
         e.unreleased++;
+        if (e.payload_hint) [[unlikely]]
+          e.payload_hint = 0;
         if (waited) {
           e.idle_polls = 0;
           return;
@@ -276,7 +290,12 @@ void progress(ep& e) noexcept {
       }
       // A payload's first line is fetched while the header is matched (one
       // crossing between the cores overlapped with that work, not after it).
-      if (!(c->h.flags & flag_inline)) __builtin_prefetch(c->payload);
+      if (!(c->h.flags & flag_inline)) {
+        const uint32_t lines = (c->h.len + cacheline - 1) / cacheline;
+        const uint32_t ask = lines < payload_hint_max ? lines : payload_hint_max;
+        for (uint32_t i = 0; i < ask; ++i) __builtin_prefetch(c->payload + i * cacheline);
+        e.payload_hint = static_cast<uint8_t>(lines <= payload_hint_max ? lines : 0);
+      }
       if (is_message(c->h)) {
         if (handle_message(e, c) == arrival::held_back) return;  // unexpected queue full: stays queued
       } else {
