@@ -263,9 +263,10 @@ void progress(ep& e) noexcept {
       if (waited && n == 1) break;
       cell* c = queue_peek(e.me, e.unreleased);
       if (!c) {
-        // Nothing yet: keep the first payload line of the cell we wait on
-        // asked for, so that a message with a payload brings that line in
-        // beside its header instead of after it (an L1 hit while it stays).
+        // Nothing yet: keep as many payload lines of the cell we wait on
+        // asked for as the last message had, so that the next one's lines
+        // cross beside its header instead of after it (L1 hits while the
+        // sender has not written them).
         if (e.payload_hint) {
           const unsigned char* p = queue_next_payload(e.me, e.unreleased);
           for (uint32_t i = 0; i < e.payload_hint; ++i) __builtin_prefetch(p + i * cacheline);
@@ -288,8 +289,8 @@ void progress(ep& e) noexcept {
         }
         continue;
       }
-      // A payload's first line is fetched while the header is matched (one
-      // crossing between the cores overlapped with that work, not after it).
+      // A payload's lines (up to payload_hint_max) are fetched while the
+      // header is matched (their crossing overlaps that work, not after it).
       if (!(c->h.flags & flag_inline)) {
         const uint32_t lines = (c->h.len + cacheline - 1) / cacheline;
         const uint32_t ask = lines < payload_hint_max ? lines : payload_hint_max;
