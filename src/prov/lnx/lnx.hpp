@@ -101,7 +101,7 @@ struct ep final : weft::endpoint {
   weft::endpoint* tcp = nullptr;
   weft::av* shm_av = nullptr;  // the shm part's mirror: a peer it holds is reached over shm
   uint32_t rounds = 0;         // progress calls: an idle tcp part is looked at every 16th
-  uint64_t tcp_polled_ns = 0;  // CLOCK_MONOTONIC of the idle tcp part's last poll
+  uint64_t tcp_polled_us = 0;  // now_us() at the idle tcp part's last poll
 
   static ep& of(weft::endpoint& e) noexcept { return static_cast<ep&>(e); }
   // The peer `dest` is on this host: its path is shm.

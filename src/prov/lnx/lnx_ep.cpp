@@ -4,8 +4,8 @@
 // feed; progress drives both parts (an idle tcp part once per 20 us:
 // polling it costs a system call, shm's costs a few loads).
 #include <cstring>
-#include <ctime>
 
+#include "common/clock.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "prov/lnx/lnx.hpp"
@@ -19,14 +19,14 @@ namespace {
 
 constexpr size_t inject_max = std::min(shm::part_inject_max, tcp::part_inject_max);
 // An idle tcp part (no connection being read eagerly) is polled at most
-// once per idle_tcp_gap_ns: its round is an epoll_wait system call (about
+// once per idle_tcp_gap_us: its round is an epoll_wait system call (about
 // 1 us on this VM), which every 256th round cost the shm part's 8-byte
 // latency a third of its mean. The clock is read every idle_tcp_look_every
 // rounds (26 ns a read here); a message that wakes a cold connection waits
 // at most the gap and that many rounds, and a busy connection is polled
 // every round.
 constexpr uint32_t idle_tcp_look_every = 16;
-constexpr uint64_t idle_tcp_gap_ns = 20'000;
+constexpr uint64_t idle_tcp_gap_us = 20;
 
 // FI_FENCE: a fenced operation waits for the earlier ones of both parts;
 // the part it goes to checks its own, this checks the other.
@@ -106,11 +106,9 @@ void progress(weft::endpoint& base) noexcept {
   shm::part::progress(*e.shm);
   if (tcp::part::idle(*e.tcp)) {
     if ((++e.rounds & (idle_tcp_look_every - 1)) != 0) return;
-    timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    const uint64_t now = static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
-    if (now - e.tcp_polled_ns < idle_tcp_gap_ns) return;
-    e.tcp_polled_ns = now;
+    const uint64_t now = now_us();
+    if (now - e.tcp_polled_us < idle_tcp_gap_us) return;
+    e.tcp_polled_us = now;
   }
   tcp::part::progress(*e.tcp);
 }
