@@ -140,6 +140,13 @@ ssize_t read_locked(cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
   return cq_with_format(c->format, [&]<fi_cq_format F, class E>() { return drain<F, E>(c, buf, count, src); });
 }
 
+// A read of a CQ that holds entries already, or that threads share.
+[[gnu::noinline]] ssize_t read_polled(cq* c, void* buf, size_t count, fi_addr_t* src) noexcept {
+  c->progress.run();
+  std::lock_guard<policy_mutex> l(c->mtx);
+  return read_locked(c, buf, count, src);
+}
+
 ssize_t cq_readfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src) noexcept {
   if (!buf && count) return -FI_EINVAL;
   cq* c = of(f);
@@ -149,20 +156,21 @@ ssize_t cq_readfrom_op(fid_cq* f, void* buf, size_t count, fi_addr_t* src) noexc
   // waiters (there are none but us), are left out. cq_write stops the
   // direct path at the first entry that must queue (an error, a hold), so
   // what the ring holds after this read comes after what it returned.
+  // After the pollers ran, the read's arguments are taken back from the CQ,
+  // not kept across the call: the polling path then saves one register.
   if (!c->mtx.locking() && !c->count && count) [[likely]] {
     c->direct_buf = buf;
     c->direct_src = src;
     c->direct_room = count;
+    c->direct_count = count;
     c->direct_n = 0;
     c->progress.run();
     c->direct_room = 0;
     if (size_t n = c->direct_n) return static_cast<ssize_t>(n);
     if (!c->count) return -FI_EAGAIN;  // nothing came (the common poll)
-    return read_locked(c, buf, count, src);
+    return read_locked(c, c->direct_buf, c->direct_count, c->direct_src);
   }
-  c->progress.run();
-  std::lock_guard<policy_mutex> l(c->mtx);
-  return read_locked(c, buf, count, src);
+  return read_polled(c, buf, count, src);
 }
 
 ssize_t cq_read_op(fid_cq* f, void* buf, size_t count) noexcept {

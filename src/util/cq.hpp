@@ -105,6 +105,7 @@ struct cq_front {
   fi_addr_t* direct_src = nullptr;
   size_t direct_room = 0;
   size_t direct_n = 0;
+  size_t direct_count = 0;  // the entries that read asked for
 };
 
 // cq_write's common case, inline: a read is draining the CQ and nobody

@@ -258,7 +258,10 @@ inline const unsigned char* queue_next_payload(region_view r, uint32_t skip = 0)
 }
 // Returns the n cells at the head to the producers: one store to `head`,
 // nothing written to the cells.
-void queue_release_n(region_view r, uint32_t n) noexcept;
+inline void queue_release_n(region_view r, uint32_t n) noexcept {
+  queue_ctl* q = r.ctl();
+  q->head.store(q->head.load(std::memory_order_relaxed) + n, std::memory_order_release);
+}
 // A dead producer's claimed-but-uncommitted head cell, turned into a nop.
 cell* queue_stalled(region_view r) noexcept;
 // Releases the cell queue_peek returned.

@@ -233,23 +233,40 @@ void check_liveness(ep& e) noexcept {
   }
 }
 
-}  // namespace
-
 // The most payload lines progress asks for ahead (see ep::payload_hint).
 constexpr uint32_t payload_hint_max = 8;
 
-void progress(ep& e) noexcept {
-  if (!e.enabled || !e.me.base) [[unlikely]]
+// The end of a progress call that took nothing: ask for the payload lines
+// of the cell we wait on, count the idle call, and now and then check on
+// peers.
+[[gnu::always_inline]] inline void idle_call(ep& e) noexcept {
+  // As many payload lines as the last message had, so that the next one's
+  // lines cross beside its header instead of after it (L1 hits while the
+  // sender has not written them).
+  if (e.payload_hint) {
+    const unsigned char* p = queue_next_payload(e.me);
+    for (uint32_t i = 0; i < e.payload_hint; ++i) __builtin_prefetch(p + i * cacheline);
+  }
+  // After idle_yield_polls such calls in a row, let a peer that shares our
+  // CPU run (its reply is what we wait for).
+  if (++e.idle_polls >= idle_yield_polls) [[unlikely]] {
+    e.idle_polls = 0;
+    sched_yield();
+  }
+}
+
+// Periodic checks (peers that died, cells abandoned by dead producers):
+// every 64th call while something waits on a peer, every 256th otherwise,
+// so the polling path stays a few loads and reads no clock.
+[[gnu::always_inline]] inline void pace_checks(ep& e) noexcept {
+  if ((++e.polls & 63) != 0) [[likely]]
     return;
-  if (e.armed) [[unlikely]]
-    unarm(e);
+  if ((e.polls & 255) == 0 || !e.requests.empty() || !e.assemblies.empty()) check_liveness(e);
+}
+
+// Takes the cells from c, the head of the queue, on.
+[[gnu::noinline]] void take_cells(ep& e, cell* c) noexcept {
   try {
-    if (e.unreleased) {
-      queue_release_n(e.me, e.unreleased);
-      e.unreleased = 0;
-    }
-    if (!e.backlog.empty() || !e.outgoing.empty()) [[unlikely]]
-      push_outgoing(e);
     // A call that follows empty ones (the caller waits for something)
     // returns after the first cell it takes: looking at the next cell would
     // wait for a line the sender holds (it prefetches its next cell), one
@@ -259,20 +276,7 @@ void progress(ep& e) noexcept {
     // returns at once: the bookkeeping below (splits, idle count, pacing)
     // waits for the next call, off the path of the reply the caller sends.
     const bool waited = e.idle_polls != 0;
-    for (int n = 0; n < 64; ++n) {
-      if (waited && n == 1) break;
-      cell* c = queue_peek(e.me, e.unreleased);
-      if (!c) {
-        // Nothing yet: keep as many payload lines of the cell we wait on
-        // asked for as the last message had, so that the next one's lines
-        // cross beside its header instead of after it (L1 hits while the
-        // sender has not written them).
-        if (e.payload_hint) {
-          const unsigned char* p = queue_next_payload(e.me, e.unreleased);
-          for (uint32_t i = 0; i < e.payload_hint; ++i) __builtin_prefetch(p + i * cacheline);
-        }
-        break;
-      }
+    for (int n = 0; c && n < 64; ++n, c = waited ? nullptr : queue_peek(e.me, e.unreleased)) {
       if (!cell_sane(e, c->h)) [[unlikely]] {
         WEFT_WARN(FI_LOG_EP_DATA, "shm: dropped a malformed cell (op %d) from slot %u",
                   static_cast<int>(c->h.opcode), static_cast<unsigned>(c->h.src));
@@ -306,22 +310,41 @@ void progress(ep& e) noexcept {
     }
     if (!e.splits.empty()) [[unlikely]]
       poll_splits(e);
-    // Nothing arrived: after idle_yield_polls such calls in a row, let a
-    // peer that shares our CPU run (its reply is what we wait for).
-    if (e.unreleased) {
-      e.idle_polls = 0;
-    } else if (++e.idle_polls >= idle_yield_polls) [[unlikely]] {
-      e.idle_polls = 0;
-      sched_yield();
-    }
-    // Periodic checks (peers that died, cells abandoned by dead producers):
-    // every 64th call while something waits on a peer, every 256th
-    // otherwise, so the polling path stays a few loads and reads no clock.
-    const uint32_t pace = (e.requests.empty() && e.assemblies.empty()) ? 255 : 63;
-    if ((++e.polls & pace) == 0) check_liveness(e);
   } catch (...) {
     WEFT_WARN(FI_LOG_EP_DATA, "shm: progress ran out of memory");
   }
+  e.idle_polls = 0;
+  pace_checks(e);
+}
+
+// A progress call with more to do than look at the queue: a sleep to end,
+// cells for full peer queues to push, receives copied in parts to finish.
+[[gnu::noinline]] void progress_busy(ep& e) noexcept {
+  if (e.armed) unarm(e);
+  if (!e.backlog.empty() || !e.outgoing.empty()) push_outgoing(e);
+  if (cell* c = queue_peek(e.me)) return take_cells(e, c);
+  if (!e.splits.empty()) poll_splits(e);
+  idle_call(e);
+  pace_checks(e);
+}
+
+}  // namespace
+
+// The polling path: a caller that waits calls this over and over and it
+// finds the queue empty, so that case is a few loads and no stack frame;
+// the rest is out of line.
+void progress(ep& e) noexcept {
+  if (!e.enabled || !e.me.base) [[unlikely]]
+    return;
+  if (e.unreleased) {
+    queue_release_n(e.me, e.unreleased);
+    e.unreleased = 0;
+  }
+  if (e.armed || !e.backlog.empty() || !e.outgoing.empty() || !e.splits.empty()) [[unlikely]]
+    return progress_busy(e);
+  if (cell* c = queue_peek(e.me)) return take_cells(e, c);
+  idle_call(e);
+  pace_checks(e);
 }
 
 // ------------------------------------------------------------------ sleeping

@@ -448,11 +448,6 @@ const bool has_prefetchw = [] {
   return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
 }();
 
-void queue_release_n(region_view r, uint32_t n) noexcept {
-  queue_ctl* q = r.ctl();
-  q->head.store(q->head.load(std::memory_order_relaxed) + n, std::memory_order_release);
-}
-
 bool queue_refill(queue_ctl* q, uint64_t pos) noexcept {
   uint64_t lim = q->head.load(std::memory_order_acquire) + queue_cells;
   if (static_cast<int64_t>(pos - lim) >= 0) return false;
