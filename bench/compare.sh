@@ -142,9 +142,15 @@ key_wp() {  # lib metric round
   local lib=$1 m=$2 r=$3 envs v
   if [ "$lib" = weft ]; then envs=("${weft_env[@]}"); else envs=(FI_LOG_LEVEL=warn); fi
   local spec=${key_args[$m]}
+  # lat also keeps lat_us_batched (column 9) as latb, for the ratio to the floor
   v=$(env "${envs[@]}" timeout 60 "$perf" -p shm ${spec%|*} --time "$key_time" \
-        --cpus "$cpu_a,$cpu_b" --csv 2>>"$log" | awk -F, -v c="${spec#*|}" 'NR == 2 {print $c}')
-  if [ -n "$v" ]; then echo "$m $lib $r $v" >>"$key"; else note "key: weft-perf $lib $m round $r failed"; fi
+        --cpus "$cpu_a,$cpu_b" --csv 2>>"$log" | awk -F, -v c="${spec#*|}" 'NR == 2 {print $c, $9}')
+  if [ -n "$v" ]; then
+    echo "$m $lib $r ${v%% *}" >>"$key"
+    [ "$m" = lat ] && [ -n "${v#* }" ] && echo "latb $lib $r ${v#* }" >>"$key"
+  else
+    note "key: weft-perf $lib $m round $r failed"
+  fi
 }
 key_ucx() {  # metric round
   local m=$1 r=$2 spec=${key_ucx[$1]} t s n w srv v
@@ -167,6 +173,8 @@ key_floor() {  # round: the cache-line floor, right before the latency runs
   if [ -n "$v" ]; then
     echo "floor hw $1 $(awk '$1 == "floor_ns" {printf "%.4f", $2 / 1000}' <<<"$v")" >>"$key"
     echo "floor_sampled hw $1 $(awk '$1 == "floor_sampled_ns" {printf "%.4f", $2 / 1000}' <<<"$v")" >>"$key"
+    echo "floor_median hw $1 $(awk '$1 == "floor_median_ns" {printf "%.4f", $2 / 1000}' <<<"$v")" >>"$key"
+    echo "floor_batched hw $1 $(awk '$1 == "floor_batched_ns" {printf "%.4f", $2 / 1000}' <<<"$v")" >>"$key"
   else
     note "key: cacheline-pingpong round $1 failed"
   fi
@@ -367,6 +375,19 @@ key_row() {  # label metric ucx-metric kind
   w=$(key_med "$2" weft); l=$(key_med "$2" lf); u=$(key_med "$3" ucx)
   echo "| $1 | $(key_fmt "$w" "$4") | $(key_fmt "$l" "$4") | $(key_fmt "$u" "$4") | $(ratio "$w" "$l") | $(ratio "$w" "$u") | $(key_target "$2" "$3" "$4") |"
 }
+floor_ratios() {  # weft-metric floor-metric -> "r1 r2 ... (median m)", round by round
+  awk -v m="$1" -v f="$2" '
+    $1 == m && $2 == "weft" { w[$3] = $4 }
+    $1 == f && $2 == "hw"   { d[$3] = $4 }
+    END {
+      n = 0
+      for (r = 1; r in w || r in d || r <= 1; r++)
+        if ((r in w) && d[r] > 0) { v[++n] = w[r] / d[r]; out = out sprintf("%s%.2f", n > 1 ? " " : "", v[n]) }
+      if (n == 0) { print "-"; exit }
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+      printf "%s (median %.2f)", out, n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }' "$key"
+}
 key_runs_row() {  # label metric lib kind
   local v out=""
   for v in $(key_vals "$2" "$3"); do out+="${out:+, }$(key_fmt "$v" "$4")"; done
@@ -410,6 +431,11 @@ key_runs_row() {  # label metric lib kind
   echo "with the VM's placement from round to round: compare it with the latency runs of the"
   echo "same round in the table below."
   echo
+  echo "weft's 8 B latency over the floor of the same round (target ≤ 1.3): $(floor_ratios lat floor_median) by"
+  echo "medians (weft-perf \`lat_us_median\` over \`floor_median_ns\`, which move in the clock's steps:"
+  echo "5 ns one-way here), $(floor_ratios latb floor_batched) by batch means (the median of"
+  echo "1,000-round-trip means: \`lat_us_batched\` over \`floor_batched_ns\`)."
+  echo
   echo "Choices:"
   echo
   echo "- weft and libfabric are both measured by the same weft-perf binary (weft with"
@@ -439,6 +465,9 @@ key_runs_row() {  # label metric lib kind
   echo "| metric | library | runs in round order |"
   echo "|---|---|---|"
   key_runs_row "cache-line floor (µs)" floor hw lat
+  key_runs_row "cache-line floor, median round trip (µs)" floor_median hw lat
+  key_runs_row "cache-line floor, batch means (µs)" floor_batched hw lat
+  key_runs_row "8 B tagged latency, batch means (µs)" latb weft lat
   for spec in "8 B tagged latency (µs)|lat|lat" "1 MiB tagged bw, window 64|tbw|bw" "1 MiB tagged bw, window 2|tbw2|bw" \
               "1 MiB tagged bw, window 64, one buffer|tbwr|bw" "1 MiB write bw, window 64, one buffer|wbwr|bw" \
               "1 MiB write bw, window 64|wbw|bw" "1 MiB write bw, window 2|wbw2|bw" \

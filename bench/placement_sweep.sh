@@ -20,6 +20,11 @@
 # given from batch means (the median of 1,000-round-trip means: weft-perf
 # lat_us_batched, cacheline-pingpong floor_batched_ns), which resolve below
 # the step. In the raw file those runs are the libs weft_b and floor_b.
+# Since the VM can change regime between a round's floor run and weft's,
+# weft's first size on two CPUs is also bracketed by floor runs just before
+# and after it (floor_pb, floor_qb: batch means), and weft_b over their mean
+# is the "adjacent" ratio; a round whose two floors differ by 1.5x or more
+# changed regime during weft's run and shows "x" there instead.
 #
 #   usage: bash bench/placement_sweep.sh [BUILD_DIR]   (default: build)
 #   env:   ROUNDS=5             rounds per placement (odd)
@@ -94,6 +99,7 @@ one_run() {
   esac
 }
 
+fsize=$(echo $sizes | cut -d' ' -f1)
 started=$(date +%s)
 for pl in "${placements[@]}"; do
   for ((r = 1; r <= rounds; r++)); do
@@ -101,8 +107,20 @@ for pl in "${placements[@]}"; do
     for ((i = 0; i < nl; i++)); do
       lib=${libs[$(( (i + r - 1) % nl ))]}
       for s in $sizes; do
-        [ $lib = floor ] && [ "$s" != "$(echo $sizes | cut -d' ' -f1)" ] && continue
+        [ $lib = floor ] && [ "$s" != "$fsize" ] && continue
+        # weft's first size on two CPUs is bracketed by floor runs just
+        # before and after it (floor_p, floor_q): its ratio to the floor of
+        # the same moment, and a regime change during it shows as the two
+        # disagreeing.
+        adjacent=0
+        [ $lib = weft ] && [ "$s" = "$fsize" ] && [ "${pl%,*}" != "${pl#*,}" ] && adjacent=1
+        [ $adjacent = 1 ] && fp=$(one_run "$pl" "$s" floor)
         v=$(one_run "$pl" "$s" "$lib")
+        if [ $adjacent = 1 ]; then
+          fq=$(one_run "$pl" "$s" floor)
+          [ "${fp#* }" != "$fp" ] && echo "$pl $s floor_pb $r ${fp#* }" >>"$raw"
+          [ "${fq#* }" != "$fq" ] && echo "$pl $s floor_qb $r ${fq#* }" >>"$raw"
+        fi
         if [ -n "$v" ]; then
           echo "$pl $s $lib $r ${v%% *}" >>"$raw"
           case $lib in floor|weft) [ "${v#* }" != "$v" ] && echo "$pl $s ${lib}_b $r ${v#* }" >>"$raw" ;; esac
@@ -118,8 +136,10 @@ done
 # ---------------------------------------------------------------- report
 med() { sort -g | awk '{v[NR] = $1} END {if (NR) printf "%.4f", v[int((NR + 1) / 2)]}'; }
 val() { awk -v p="$1" -v s="$2" -v l="$3" -v r="$4" '$1 == p && $2 == s && $3 == l && $4 == r {print $5}' "$raw"; }
-fsize=$(echo $sizes | cut -d' ' -f1)
-# ratios PLACEMENT SIZE KIND: per-round ratios of weft, "r1 r2 ...", KIND floor|floor_b|best|before
+# ratios PLACEMENT SIZE KIND: per-round ratios of weft, "r1 r2 ...", KIND
+# floor|floor_b|adjacent|best|before (adjacent: weft_b over the mean of the
+# batch-mean floors just before and after it; "x" where those two differ by
+# 1.5x or more, the VM having changed regime during weft's run)
 ratios() {
   local pl=$1 s=$2 kind=$3 r w d l u out=""
   for ((r = 1; r <= rounds; r++)); do
@@ -127,6 +147,10 @@ ratios() {
     case $kind in
       floor) d=$(val "$pl" "$fsize" floor "$r") ;;
       floor_b) w=$(val "$pl" "$s" weft_b "$r"); d=$(val "$pl" "$fsize" floor_b "$r") ;;
+      adjacent) w=$(val "$pl" "$s" weft_b "$r")
+            d=$(awk -v a="$(val "$pl" "$fsize" floor_pb "$r")" -v b="$(val "$pl" "$fsize" floor_qb "$r")" \
+                  'BEGIN {if (a > 0 && b > 0 && a / b < 1.5 && b / a < 1.5) printf "%.4f", (a + b) / 2}')
+            [ -z "$d" ] && [ -n "$w" ] && { out+="x "; continue; } ;;
       before) d=$(val "$pl" "$s" before "$r") ;;
       best) l=$(val "$pl" "$s" lf "$r"); u=$(val "$pl" "$s" ucx "$r")
             d=$(printf '%s\n%s\n' "$l" "$u" | grep . | sort -g | head -1) ;;
@@ -138,7 +162,7 @@ ratios() {
 }
 cell() {  # "r1 r2 ..." -> "r1 r2 ... (median)"
   [ -n "$1" ] || { echo "-"; return; }
-  echo "$1($(tr ' ' '\n' <<<"$1" | grep . | med | awk '{if ($1 < 0.1) printf "%.1e", $1; else printf "%.2f", $1}'))"
+  echo "$1($(tr ' ' '\n' <<<"$1" | grep -v '^x$' | grep . | med | awk '{if ($1 < 0.1) printf "%.1e", $1; else printf "%.2f", $1}'))"
 }
 echo "# Placement sweep: small-message latency over shm"
 echo
@@ -148,18 +172,19 @@ echo "rotating; weft: $weft_lib$([ -n "$before_lib" ] && echo "; before: $before
 echo "One-way µs, medians over the rounds. Ratios are taken in each round (the machine"
 echo "changes regime from minute to minute), then their median is in parentheses."
 echo
-echo "| CPUs | size | floor | weft | $([ -n "$before_lib" ] && echo "before | ")libfabric | UCX | weft/floor | weft/floor, batch means | weft / better of libfabric, UCX | $([ -n "$before_lib" ] && echo "weft/before |")"
-echo "|---|---:|---:|---:|$([ -n "$before_lib" ] && echo "---:|")---:|---:|---|---|---|$([ -n "$before_lib" ] && echo "---|")"
+echo "| CPUs | size | floor | weft | $([ -n "$before_lib" ] && echo "before | ")libfabric | UCX | weft/floor | weft/floor, batch means | weft/floor, adjacent batch means | weft / better of libfabric, UCX | $([ -n "$before_lib" ] && echo "weft/before |")"
+echo "|---|---:|---:|---:|$([ -n "$before_lib" ] && echo "---:|")---:|---:|---|---|---|---|$([ -n "$before_lib" ] && echo "---|")"
 for pl in "${placements[@]}"; do
   for s in $sizes; do
     m() { awk -v p="$pl" -v s="$1" -v l="$2" '$1 == p && $2 == s && $3 == l {print $5}' "$raw" | med; }
-    fl=""; fr="-"; fb="-"
+    fl=""; fr="-"; fb="-"; fa="-"
     if [ "$s" = "$fsize" ]; then
       fl=$(m "$s" floor); fr=$(cell "$(ratios "$pl" "$s" floor)"); fb=$(cell "$(ratios "$pl" "$s" floor_b)")
+      fa=$(cell "$(ratios "$pl" "$s" adjacent)")
     fi
     row="| $pl | $s B | ${fl:--} | $(m "$s" weft) |"
     [ -n "$before_lib" ] && row+=" $(m "$s" before) |"
-    row+=" $(m "$s" lf) | $(m "$s" ucx) | $fr | $fb | $(cell "$(ratios "$pl" "$s" best)") |"
+    row+=" $(m "$s" lf) | $(m "$s" ucx) | $fr | $fb | $fa | $(cell "$(ratios "$pl" "$s" best)") |"
     [ -n "$before_lib" ] && row+=" $(cell "$(ratios "$pl" "$s" before)") |"
     echo "$row"
   done
