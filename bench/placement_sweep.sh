@@ -148,9 +148,9 @@ ratios() {
       floor) d=$(val "$pl" "$fsize" floor "$r") ;;
       floor_b) w=$(val "$pl" "$s" weft_b "$r"); d=$(val "$pl" "$fsize" floor_b "$r") ;;
       adjacent) w=$(val "$pl" "$s" weft_b "$r")
-            d=$(awk -v a="$(val "$pl" "$fsize" floor_pb "$r")" -v b="$(val "$pl" "$fsize" floor_qb "$r")" \
-                  'BEGIN {if (a > 0 && b > 0 && a / b < 1.5 && b / a < 1.5) printf "%.4f", (a + b) / 2}')
-            [ -z "$d" ] && [ -n "$w" ] && { out+="x "; continue; } ;;
+            l=$(val "$pl" "$fsize" floor_pb "$r"); u=$(val "$pl" "$fsize" floor_qb "$r")
+            d=$(awk -v a="$l" -v b="$u" 'BEGIN {if (a > 0 && b > 0 && a / b < 1.5 && b / a < 1.5) printf "%.4f", (a + b) / 2}')
+            [ -z "$d" ] && [ -n "$w" ] && [ -n "$l" ] && [ -n "$u" ] && { out+="x "; continue; } ;;
       before) d=$(val "$pl" "$s" before "$r") ;;
       best) l=$(val "$pl" "$s" lf "$r"); u=$(val "$pl" "$s" ucx "$r")
             d=$(printf '%s\n%s\n' "$l" "$u" | grep . | sort -g | head -1) ;;
