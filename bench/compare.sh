@@ -381,7 +381,7 @@ floor_ratios() {  # weft-metric floor-metric -> "r1 r2 ... (median m)", round by
     $1 == f && $2 == "hw"   { d[$3] = $4 }
     END {
       n = 0
-      for (r = 1; r in w || r in d || r <= 1; r++)
+      for (r = 1; r <= 1000; r++)
         if ((r in w) && d[r] > 0) { v[++n] = w[r] / d[r]; out = out sprintf("%s%.2f", n > 1 ? " " : "", v[n]) }
       if (n == 0) { print "-"; exit }
       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
