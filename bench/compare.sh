@@ -345,11 +345,19 @@ key_fmt() {  # value kind(lat|bw)
   [ -n "$1" ] || { echo "-"; return; }
   if [ "$2" = lat ]; then awk -v v="$1" 'BEGIN {printf "%.3f", v}'; else awk -v v="$1" 'BEGIN {printf "%.0f", v}'; fi
 }
+# An awk function for the per-round ratio lists below: the median of
+# q[1..n] (sorts q in place).
+awk_list_median='
+  function list_median(q, n,   i, j, t) {
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
+    return (n % 2) ? q[(n + 1) / 2] : (q[n / 2] + q[n / 2 + 1]) / 2
+  }
+'
 key_target() {  # metric ucx-metric kind -> the verdict on the target, round by round
   # Each round ran the three libraries back to back, so the ratio that
   # counts is weft's over the better of the other two *in the same round*;
   # the verdict is on the median of those per-round ratios.
-  awk -v m="$1" -v um="$2" -v k="$3" '
+  awk -v m="$1" -v um="$2" -v k="$3" "$awk_list_median"'
     $1 == m && $2 == "weft" { w[$3] = $4 }
     $1 == m && $2 == "lf"   { l[$3] = $4 }
     $1 == um && $2 == "ucx" { u[$3] = $4 }
@@ -364,8 +372,7 @@ key_target() {  # metric ucx-metric kind -> the verdict on the target, round by 
         q[++n] = w[r] / b; list = list sprintf("%s%.2f", n > 1 ? " " : "", w[r] / b)
       }
       if (n == 0) { print "n/a"; exit }
-      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
-      med = (n % 2) ? q[(n + 1) / 2] : (q[n / 2] + q[n / 2 + 1]) / 2
+      med = list_median(q, n)
       if (k == "lat") printf "rounds %s: median %.2f ≤ 0.8: %s", list, med, (med <= 0.8) ? "**yes**" : "**no**"
       else printf "rounds %s: median %.2f ≥ 1: %s", list, med, (med >= 1) ? "**yes**" : "**no**"
     }' "$key" 2>/dev/null
@@ -376,7 +383,7 @@ key_row() {  # label metric ucx-metric kind
   echo "| $1 | $(key_fmt "$w" "$4") | $(key_fmt "$l" "$4") | $(key_fmt "$u" "$4") | $(ratio "$w" "$l") | $(ratio "$w" "$u") | $(key_target "$2" "$3" "$4") |"
 }
 floor_ratios() {  # weft-metric floor-metric -> "r1 r2 ... (median m)", round by round
-  awk -v m="$1" -v f="$2" '
+  awk -v m="$1" -v f="$2" "$awk_list_median"'
     $1 == m && $2 == "weft" { w[$3] = $4 }
     $1 == f && $2 == "hw"   { d[$3] = $4 }
     END {
@@ -384,8 +391,7 @@ floor_ratios() {  # weft-metric floor-metric -> "r1 r2 ... (median m)", round by
       for (r = 1; r <= 1000; r++)
         if ((r in w) && d[r] > 0) { v[++n] = w[r] / d[r]; out = out sprintf("%s%.2f", n > 1 ? " " : "", v[n]) }
       if (n == 0) { print "-"; exit }
-      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-      printf "%s (median %.2f)", out, n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+      printf "%s (median %.2f)", out, list_median(v, n)
     }' "$key"
 }
 key_runs_row() {  # label metric lib kind

@@ -109,7 +109,7 @@ for pl in "${placements[@]}"; do
       for s in $sizes; do
         [ $lib = floor ] && [ "$s" != "$fsize" ] && continue
         # weft's first size on two CPUs is bracketed by floor runs just
-        # before and after it (floor_p, floor_q): its ratio to the floor of
+        # before and after it (floor_pb, floor_qb): its ratio to the floor of
         # the same moment, and a regime change during it shows as the two
         # disagreeing.
         adjacent=0
