@@ -1,5 +1,6 @@
 import sys, statistics as st
-names=["base256","d8","d8_nopf","d8_nopf_store","256_nopf"]
+# names of the arms, in the order of the columns: summary.py FILE NAME...
+names=sys.argv[2:] or ["base256","d8","d8_nopf","d8_nopf_store","256_nopf"]
 rows=[l.split() for l in open(sys.argv[1])]
 for reg,lo,hi in (("fast",0,70),("slow",150,1e9)):
     R=[r for r in rows if len(r)==8 and lo<=float(r[1])<hi and lo<=float(r[2])<hi]
