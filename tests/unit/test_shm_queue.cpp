@@ -69,12 +69,21 @@ TEST(ShmQueue, ConcurrentProducersOneConsumer) {
   EXPECT_EQ(queue_stalled(mine), nullptr);
 }
 
-TEST(ShmQueue, FullQueueRefusesThenRecovers) {
-  std::string name = "qfull_" + std::to_string(getpid());
+// A fresh endpoint region of this process, for the single-thread tests.
+struct own_region {
   mapping owner;
-  region_create(owner, name);
-  region_init(owner.base(), name, -1, true);
-  region_view r{owner.base()};
+  region_view r;
+  explicit own_region(const char* tag) {
+    const std::string name = tag + std::to_string(getpid());
+    region_create(owner, name);
+    region_init(owner.base(), name, -1, true);
+    r = region_view{owner.base()};
+  }
+};
+
+TEST(ShmQueue, FullQueueRefusesThenRecovers) {
+  own_region reg("qfull_");
+  region_view r = reg.r;
   for (uint32_t i = 0; i < queue_cells; ++i) {
     cell* c = queue_claim(r);
     ASSERT_NE(c, nullptr);
@@ -92,11 +101,8 @@ TEST(ShmQueue, FullQueueRefusesThenRecovers) {
 // message's line crosses once (producer to consumer); producers read the
 // consumer's head once a lap, through the limit on their own line.
 TEST(ShmQueue, ConsumerWritesNoCellAndProducersReadHeadOncePerLap) {
-  std::string name = "qlap_" + std::to_string(getpid());
-  mapping owner;
-  region_create(owner, name);
-  region_init(owner.base(), name, -1, true);
-  region_view r{owner.base()};
+  own_region reg("qlap_");
+  region_view r = reg.r;
   queue_ctl* q = r.ctl();
   EXPECT_EQ(q->limit.load(), queue_cells);
   for (uint64_t i = 0; i < 3 * uint64_t{queue_cells}; ++i) {
@@ -117,6 +123,154 @@ TEST(ShmQueue, ConsumerWritesNoCellAndProducersReadHeadOncePerLap) {
     const uint64_t lap_end = (i / queue_cells + 1) * queue_cells;
     EXPECT_EQ(q->limit.load(), lap_end) << i;
   }
+}
+
+// An exchange (each send follows a message taken) jumps from index
+// short_lap of a lap to the next lap's first cell: its messages cycle
+// through the first short_lap + 1 cells, in order, and the consumer follows
+// each jump.
+TEST(ShmQueue, ExchangeReusesTheFirstCellsOfALap) {
+  own_region reg("qexch_");
+  region_view r = reg.r;
+  int jumps = 0;
+  for (uint64_t i = 0; i < 3 * uint64_t{queue_cells}; ++i) {
+    cell* c = queue_claim(r, true);
+    ASSERT_NE(c, nullptr) << i;
+    ASSERT_LT(static_cast<size_t>(c - r.cells()), size_t{short_lap}) << "message " << i;
+    c->h.opcode = op::msg;
+    c->h.tag = i;
+    queue_commit(r, c, false);
+    cell* got = queue_peek(r);
+    ASSERT_NE(got, nullptr) << i;
+    if (got->h.opcode == op::jump) {
+      EXPECT_EQ(static_cast<size_t>(got - r.cells()), size_t{short_lap});
+      const uint32_t span = queue_jump_span(r);
+      ASSERT_EQ(span, queue_cells - short_lap);
+      queue_release_n(r, span);
+      got = queue_peek(r);
+      ++jumps;
+    }
+    ASSERT_EQ(got, c) << i;
+    EXPECT_EQ(got->h.tag, i);
+    queue_release(r, got);
+    EXPECT_EQ(queue_peek(r), nullptr);
+  }
+  EXPECT_EQ(jumps, int(3 * queue_cells / short_lap) - 1);
+  EXPECT_EQ(queue_stalled(r), nullptr);
+}
+
+// A stream after an exchange still has the whole queue: every cell, in
+// order, then full.
+TEST(ShmQueue, StreamAfterExchangeHasEveryCell) {
+  own_region reg("qstream_");
+  region_view r = reg.r;
+  uint64_t sent = 0, got_n = 0;
+  auto take = [&] {
+    cell* got = queue_peek(r);
+    if (!got) return false;
+    if (got->h.opcode == op::jump) {
+      queue_release_n(r, queue_jump_span(r));
+      got = queue_peek(r);
+      if (!got) return false;
+    }
+    EXPECT_EQ(got->h.tag, got_n);
+    ++got_n;
+    queue_release(r, got);
+    return true;
+  };
+  for (uint32_t i = 0; i < short_lap + 10; ++i) {  // past the first jump
+    cell* c = queue_claim(r, true);
+    ASSERT_NE(c, nullptr);
+    c->h.opcode = op::msg;
+    c->h.tag = sent++;
+    queue_commit(r, c, false);
+    ASSERT_TRUE(take());
+  }
+  uint32_t streamed = 0;
+  while (cell* c = queue_claim(r)) {
+    c->h.opcode = op::msg;
+    c->h.tag = sent++;
+    queue_commit(r, c);
+    ++streamed;
+  }
+  EXPECT_EQ(streamed, queue_cells);
+  while (take()) {
+  }
+  EXPECT_EQ(got_n, sent);
+  // An exchange claim at index short_lap that finds the next lap's first
+  // cell busy claims index short_lap as a stream would.
+  while ((r.ctl()->tail.load() & (queue_cells - 1)) != short_lap + 64) {
+    cell* c = queue_claim(r);
+    ASSERT_NE(c, nullptr);
+    c->h.opcode = op::msg;
+    c->h.tag = sent++;
+    queue_commit(r, c);
+    ASSERT_TRUE(take());
+  }
+  for (uint32_t i = 0; i < queue_cells - 64; ++i) {  // to index short_lap, 192 cells busy
+    cell* c = queue_claim(r);
+    ASSERT_NE(c, nullptr);
+    c->h.opcode = op::msg;
+    c->h.tag = sent++;
+    queue_commit(r, c);
+  }
+  ASSERT_EQ(r.ctl()->tail.load() & (queue_cells - 1), short_lap);
+  cell* c = queue_claim(r, true);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(static_cast<size_t>(c - r.cells()), size_t{short_lap});
+  c->h.opcode = op::msg;
+  c->h.tag = sent++;
+  queue_commit(r, c, false);
+  while (take()) {
+  }
+  EXPECT_EQ(got_n, sent);
+}
+
+// A producer that dies between its jump's claim and the commits: the
+// periodic check commits the jump as a jump (the claim carries the pid
+// negated) and the claimed cell after it as a nop, and the queue goes on.
+TEST(ShmQueue, DeadProducersJumpIsCommittedAsAJump) {
+  own_region reg("qdead_");
+  region_view r = reg.r;
+  for (uint32_t i = 0; i < short_lap; ++i) {
+    cell* c = queue_claim(r);
+    ASSERT_NE(c, nullptr);
+    c->h.opcode = op::nop;
+    queue_commit(r, c);
+    queue_release(r, queue_peek(r));
+  }
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  waitpid(child, nullptr, 0);
+  // What queue_jump does up to its commits, by a producer that is dead now.
+  queue_ctl* q = r.ctl();
+  const uint64_t pos = short_lap, to = queue_cells;
+  q->tail.store(to + 1);
+  q->limit.store(to + queue_cells);
+  cell* j = &r.cells()[pos];
+  cell* c = &r.cells()[0];
+  j->h.producer = -child;
+  j->h.opcode = op::jump;
+  j->h.seq.store(pos);
+  c->h.producer = child;
+  c->h.seq.store(to);
+  EXPECT_EQ(queue_peek(r), nullptr);
+  ASSERT_EQ(queue_stalled(r), j);
+  cell* got = queue_peek(r);
+  ASSERT_EQ(got, j);
+  EXPECT_EQ(got->h.opcode, op::jump);
+  ASSERT_EQ(queue_jump_span(r), queue_cells - short_lap);
+  queue_release_n(r, queue_jump_span(r));
+  EXPECT_EQ(queue_peek(r), nullptr);
+  ASSERT_EQ(queue_stalled(r), c);
+  got = queue_peek(r);
+  ASSERT_EQ(got, c);
+  EXPECT_EQ(got->h.opcode, op::nop);
+  queue_release(r, got);
+  cell* next = queue_claim(r, true);
+  ASSERT_NE(next, nullptr);
+  EXPECT_EQ(next, &r.cells()[1]);
 }
 
 TEST(ShmRegion, Names) {
@@ -248,6 +402,7 @@ TEST(ShmQueue, MalformedCellsAreDropped) {
   put(op::msg, flag_inline, 4, 0, 1000);
   put(static_cast<op>(200), 0, 0, 0, 0);      // unknown opcode
   put(op::write, 0, 8, 4, 0);                 // shorter than its descriptor
+  put(op::jump, 0, 0, 0, 0);                  // a jump that is not at index short_lap
   put(op::msg, flag_inline, 5, 0, 0);         // finally a good one
   char buf[64] = {};
   ASSERT_EQ(fi_recv(ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, buf), 0);

@@ -161,11 +161,28 @@ bool cma_usable(bool disabled) noexcept;  // process_vm_readv works here (and is
 // (once a lap): raises the limit, or says the queue is full (cold).
 bool queue_refill(queue_ctl* q, uint64_t pos) noexcept;
 
+// The jump of an exchange's claim at index short_lap of a lap (cold: once
+// in short_lap + 1 messages): claims that cell and the next lap's first
+// together, commits the first as op::jump and returns the second claimed,
+// or nullptr when that one is not free yet (the caller claims as usual).
+cell* queue_jump(region_view r, uint64_t pos) noexcept;
+
 // Claims the next cell of a peer's queue, or nullptr when the queue is full.
-inline cell* queue_claim(region_view r) noexcept {
+// `exchange`: the sender took a message since its previous send (a request
+// and its reply, a ping-pong): at index short_lap of a lap it jumps to the
+// next lap, so that such traffic reuses the first short_lap + 1 cells and
+// their lines stay in both L1 caches (256 cells take all of them, and each
+// lap then fetches every line anew). A stream claims every cell in turn.
+inline cell* queue_claim(region_view r, bool exchange = false) noexcept {
   queue_ctl* q = r.ctl();
   uint64_t pos = q->tail.load(std::memory_order_relaxed);
   for (;;) {
+    if (exchange && (pos & (queue_cells - 1)) == short_lap) [[unlikely]] {
+      if (cell* c = queue_jump(r, pos)) return c;
+      pos = q->tail.load(std::memory_order_relaxed);
+      if ((pos & (queue_cells - 1)) == short_lap) exchange = false;  // the next lap is busy: go on in this one
+      continue;
+    }
     if (static_cast<int64_t>(pos - q->limit.load(std::memory_order_acquire)) >= 0) [[unlikely]] {
       if (!queue_refill(q, pos)) {
         uint64_t now = q->tail.load(std::memory_order_relaxed);
@@ -224,8 +241,10 @@ inline void copy_small(void* dst, const void* src, size_t n) noexcept {
 // Wakes the owner of region r, asleep on its wait object's fd (cold).
 void ring_bell(region_view r) noexcept;
 
-// Publishes a claimed cell to the consumer.
-inline void queue_commit(region_view r, cell* c) noexcept {
+// Publishes a claimed cell to the consumer. `prefetch`: take the next
+// cell's line exclusive now (a stream's next send writes it); an exchange
+// does not, as the consumer polls that line and would fetch it back.
+inline void queue_commit(region_view r, cell* c, bool prefetch = true) noexcept {
   // The sequence still holds the producer index the cell was claimed at.
   uint64_t pos = c->h.seq.load(std::memory_order_relaxed);
   c->h.seq.store(pos + 1, std::memory_order_release);
@@ -235,7 +254,7 @@ inline void queue_commit(region_view r, cell* c) noexcept {
   // Ask for the next cell's header line in exclusive state now, while the
   // consumer is busy with this one: the next send then writes a line it
   // already owns, and only the consumer's read remains on the critical path.
-  if (has_prefetchw) [[likely]] {
+  if (has_prefetchw && prefetch) [[likely]] {
     const cell* next = &r.cells()[(pos + 1) & (queue_cells - 1)];
     asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&next->h)));
   }
@@ -255,6 +274,13 @@ inline cell* queue_peek(region_view r, uint32_t skip = 0) noexcept {
 inline const unsigned char* queue_next_payload(region_view r, uint32_t skip = 0) noexcept {
   uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
   return r.cells()[pos & (queue_cells - 1)].payload;
+}
+// How far the consumer moves past the op::jump cell `skip` cells past the
+// head: to the next lap's first index when it lies at index short_lap, one
+// cell otherwise (a jump anywhere else is malformed, and dropped).
+inline uint32_t queue_jump_span(region_view r, uint32_t skip = 0) noexcept {
+  uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
+  return (pos & (queue_cells - 1)) == short_lap ? queue_cells - short_lap : 1;
 }
 // Returns the n cells at the head to the producers: one store to `head`,
 // nothing written to the cells.
@@ -493,6 +519,16 @@ struct ep : endpoint {
   // payload_hint_max of them (0 otherwise): while the queue is empty,
   // progress keeps that many lines of the next cell asked for.
   uint8_t payload_hint = 0;
+  // Progress took a cell since our last send: the next inline send (the
+  // message in the header line: fi_inject, up to inline_max bytes) answers
+  // something and does not prefetch its next cell (queue_commit) ...
+  bool took = false;
+  // ... and when the send before it answered too, the endpoint is in an
+  // exchange (request, reply, request: a ping-pong) and claims in short
+  // laps (queue_claim). The first send of a stream's window answers the
+  // last one's acknowledgement, but the send before it did not: a stream
+  // keeps the whole ring (docs/shm-protocol.md, "Short laps").
+  bool exchanging = false;
 
   // Slots of our peer table known to lie inside our memfd: a cell naming a
   // slot past them makes us look again (senders grow the table), and is
@@ -593,8 +629,8 @@ cell* claim_to_slow(ep& e, peer& p) noexcept;  // p's queue was full: progress o
 // claim, never before (progress would see it half built: push_outgoing
 // streamed a fragment request whose first fragment had not gone yet, and
 // check_liveness may end requests to a peer that died).
-inline cell* claim_to(ep& e, peer& p) noexcept {
-  cell* c = queue_claim(p.view());
+inline cell* claim_to(ep& e, peer& p, bool exchange = false) noexcept {
+  cell* c = queue_claim(p.view(), exchange);
   if (!c) [[unlikely]]
     return claim_to_slow(e, p);
   c->h.src = static_cast<uint16_t>(p.slot);

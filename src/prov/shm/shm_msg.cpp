@@ -42,7 +42,8 @@ struct msg_head {
 
 inline ssize_t send_inline(ep& e, peer& p, const iovec* iov, size_t count, size_t len, const msg_head& m,
                            void* context, uint64_t flags) noexcept {
-  cell* c = claim_to(e, p);
+  const bool exchange = e.took;
+  cell* c = claim_to(e, p, exchange && e.exchanging);
   if (!c) [[unlikely]]
     return -FI_EAGAIN;
   c->h.opcode = op::msg;
@@ -54,7 +55,9 @@ inline ssize_t send_inline(ep& e, peer& p, const iovec* iov, size_t count, size_
   else
     iov_copy_from(iov, count, 0, c->h.inl, len);
   c->h.flags = static_cast<uint16_t>(m.cflags | flag_inline);
-  queue_commit(p.view(), c);
+  queue_commit(p.view(), c, !exchange);
+  e.took = false;
+  e.exchanging = exchange;
   tx_done(e, context, m.cq_flags, flags, len);
   return 0;
 }
@@ -201,7 +204,8 @@ template <bool Tagged>
   if (!to.p) [[unlikely]]
     return unreachable(e, dest, to.why, nullptr, cq_flags, FI_INJECT | flag_no_cq);
   peer& p = *to.p;
-  cell* c = claim_to(e, p);
+  const bool exchange = e.took;
+  cell* c = claim_to(e, p, exchange && e.exchanging);
   if (!c) [[unlikely]]
     return -FI_EAGAIN;
   c->h.opcode = op::msg;
@@ -210,7 +214,9 @@ template <bool Tagged>
   c->h.size = len;
   copy_small(c->h.inl, buf, len);
   c->h.flags = static_cast<uint16_t>((Tagged ? flag_tagged : 0) | flag_inline);
-  queue_commit(p.view(), c);
+  queue_commit(p.view(), c, !exchange);
+  e.took = false;
+  e.exchanging = exchange;
   if (e.cntr_send) [[unlikely]]
     tx_done(e, nullptr, cq_flags, FI_INJECT | flag_no_cq, len);  // counts; an inject never writes the CQ
   return 0;

@@ -124,6 +124,7 @@ constexpr handler handlers[static_cast<size_t>(op::max_op)] = {
     handle_atomic_resp,  // atomic_resp
     handle_cts,          // cts
     handle_write_help,   // write_help
+    ignore,              // jump (take_cells)
 };
 
 inline bool is_message(const cell_hdr& h) noexcept {
@@ -156,6 +157,8 @@ inline bool is_message(const cell_hdr& h) noexcept {
     case op::ack:
     case op::nop:
       return true;
+    case op::jump:  // one that take_cells did not take as a jump: not at index short_lap
+      return false;
     default:
       return false;
   }
@@ -276,7 +279,17 @@ constexpr uint32_t payload_hint_max = 8;
     // returns at once: the bookkeeping below (splits, idle count, pacing)
     // waits for the next call, off the path of the reply the caller sends.
     const bool waited = e.idle_polls != 0;
+    e.took = true;
     for (int n = 0; c && n < 64; ++n, c = waited ? nullptr : queue_peek(e.me, e.unreleased)) {
+      if (c->h.opcode == op::jump) [[unlikely]] {
+        // An exchange skipped the rest of this lap (queue_claim): the queue
+        // goes on at the next lap's first cell.
+        const uint32_t span = queue_jump_span(e.me, e.unreleased);
+        if (span > 1) {
+          e.unreleased += span;
+          if (!(c = queue_peek(e.me, e.unreleased))) break;
+        }
+      }
       if (!cell_sane(e, c->h)) [[unlikely]] {
         WEFT_WARN(FI_LOG_EP_DATA, "shm: dropped a malformed cell (op %d) from slot %u",
                   static_cast<int>(c->h.opcode), static_cast<unsigned>(c->h.src));

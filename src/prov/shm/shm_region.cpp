@@ -457,6 +457,33 @@ bool queue_refill(queue_ctl* q, uint64_t pos) noexcept {
   return true;
 }
 
+cell* queue_jump(region_view r, uint64_t pos) noexcept {
+  queue_ctl* q = r.ctl();
+  const uint64_t to = pos + (queue_cells - short_lap);  // the next lap's index 0
+  if (static_cast<int64_t>(to - q->limit.load(std::memory_order_acquire)) >= 0 && !queue_refill(q, to))
+    return nullptr;
+  // seq_cst, as the claim in queue_claim (against the owner's arm()).
+  if (!q->tail.compare_exchange_strong(pos, to + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
+    return nullptr;
+  cell* j = &r.cells()[pos & (queue_cells - 1)];
+  cell* c = &r.cells()[to & (queue_cells - 1)];
+#if defined(__SANITIZE_THREAD__)
+  (void)j->h.seq.load(std::memory_order_acquire);  // as in queue_claim
+  (void)c->h.seq.load(std::memory_order_acquire);
+#endif
+  // A negative pid marks the claim as a jump's: queue_stalled commits it as
+  // one if we die before we do.
+  j->h.producer = -self_pid();
+  j->h.opcode = op::jump;
+  j->h.flags = 0;
+  j->h.len = 0;
+  j->h.seq.store(pos, std::memory_order_release);
+  c->h.producer = self_pid();
+  c->h.seq.store(to, std::memory_order_release);
+  j->h.seq.store(pos + 1, std::memory_order_release);
+  return c;
+}
+
 // The head cell was claimed but never committed and its producer is dead:
 // turn it into a nop so the queue moves on. Called from the periodic checks,
 // never on the polling path (it reads the producers' cache line).
@@ -467,8 +494,10 @@ cell* queue_stalled(region_view r) noexcept {
   if (c->h.seq.load(std::memory_order_acquire) != head || q->tail.load(std::memory_order_acquire) <= head)
     return nullptr;
   int32_t pid = c->h.producer;
+  const bool jump = pid < 0;  // queue_jump's claim
+  if (jump) pid = -pid;
   if (pid <= 0 || pid_alive(pid)) return nullptr;
-  c->h.opcode = op::nop;
+  c->h.opcode = jump ? op::jump : op::nop;
   c->h.seq.store(head + 1, std::memory_order_release);
   return c;
 }
