@@ -81,15 +81,21 @@ struct own_region {
   }
 };
 
+// Claims one cell of r, as a producer in an exchange or not, and commits it
+// as opcode o with tag `tag`; nullptr when the queue is full.
+cell* put_cell(region_view r, op o, uint64_t tag = 0, bool exchange = false) {
+  cell* c = queue_claim(r, exchange);
+  if (!c) return nullptr;
+  c->h.opcode = o;
+  c->h.tag = tag;
+  queue_commit(r, c, !exchange);
+  return c;
+}
+
 TEST(ShmQueue, FullQueueRefusesThenRecovers) {
   own_region reg("qfull_");
   region_view r = reg.r;
-  for (uint32_t i = 0; i < queue_cells; ++i) {
-    cell* c = queue_claim(r);
-    ASSERT_NE(c, nullptr);
-    c->h.opcode = op::nop;
-    queue_commit(r, c);
-  }
+  for (uint32_t i = 0; i < queue_cells; ++i) ASSERT_NE(put_cell(r, op::nop), nullptr);
   EXPECT_EQ(queue_claim(r), nullptr);
   cell* c = queue_peek(r);
   ASSERT_NE(c, nullptr);
@@ -134,12 +140,9 @@ TEST(ShmQueue, ExchangeReusesTheFirstCellsOfALap) {
   region_view r = reg.r;
   int jumps = 0;
   for (uint64_t i = 0; i < 3 * uint64_t{queue_cells}; ++i) {
-    cell* c = queue_claim(r, true);
+    cell* c = put_cell(r, op::msg, i, true);
     ASSERT_NE(c, nullptr) << i;
     ASSERT_LT(static_cast<size_t>(c - r.cells()), size_t{short_lap}) << "message " << i;
-    c->h.opcode = op::msg;
-    c->h.tag = i;
-    queue_commit(r, c, false);
     cell* got = queue_peek(r);
     ASSERT_NE(got, nullptr) << i;
     if (got->h.opcode == op::jump) {
@@ -179,18 +182,12 @@ TEST(ShmQueue, StreamAfterExchangeHasEveryCell) {
     return true;
   };
   for (uint32_t i = 0; i < short_lap + 10; ++i) {  // past the first jump
-    cell* c = queue_claim(r, true);
-    ASSERT_NE(c, nullptr);
-    c->h.opcode = op::msg;
-    c->h.tag = sent++;
-    queue_commit(r, c, false);
+    ASSERT_NE(put_cell(r, op::msg, sent++, true), nullptr);
     ASSERT_TRUE(take());
   }
   uint32_t streamed = 0;
-  while (cell* c = queue_claim(r)) {
-    c->h.opcode = op::msg;
-    c->h.tag = sent++;
-    queue_commit(r, c);
+  while (put_cell(r, op::msg, sent)) {
+    ++sent;
     ++streamed;
   }
   EXPECT_EQ(streamed, queue_cells);
@@ -200,27 +197,15 @@ TEST(ShmQueue, StreamAfterExchangeHasEveryCell) {
   // An exchange claim at index short_lap that finds the next lap's first
   // cell busy claims index short_lap as a stream would.
   while ((r.ctl()->tail.load() & (queue_cells - 1)) != short_lap + 64) {
-    cell* c = queue_claim(r);
-    ASSERT_NE(c, nullptr);
-    c->h.opcode = op::msg;
-    c->h.tag = sent++;
-    queue_commit(r, c);
+    ASSERT_NE(put_cell(r, op::msg, sent++), nullptr);
     ASSERT_TRUE(take());
   }
-  for (uint32_t i = 0; i < queue_cells - 64; ++i) {  // to index short_lap, 192 cells busy
-    cell* c = queue_claim(r);
-    ASSERT_NE(c, nullptr);
-    c->h.opcode = op::msg;
-    c->h.tag = sent++;
-    queue_commit(r, c);
-  }
+  for (uint32_t i = 0; i < queue_cells - 64; ++i)  // to index short_lap, 192 cells busy
+    ASSERT_NE(put_cell(r, op::msg, sent++), nullptr);
   ASSERT_EQ(r.ctl()->tail.load() & (queue_cells - 1), short_lap);
-  cell* c = queue_claim(r, true);
+  cell* c = put_cell(r, op::msg, sent++, true);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(static_cast<size_t>(c - r.cells()), size_t{short_lap});
-  c->h.opcode = op::msg;
-  c->h.tag = sent++;
-  queue_commit(r, c, false);
   while (take()) {
   }
   EXPECT_EQ(got_n, sent);
@@ -233,10 +218,7 @@ TEST(ShmQueue, DeadProducersJumpIsCommittedAsAJump) {
   own_region reg("qdead_");
   region_view r = reg.r;
   for (uint32_t i = 0; i < short_lap; ++i) {
-    cell* c = queue_claim(r);
-    ASSERT_NE(c, nullptr);
-    c->h.opcode = op::nop;
-    queue_commit(r, c);
+    ASSERT_NE(put_cell(r, op::nop), nullptr);
     queue_release(r, queue_peek(r));
   }
   pid_t child = fork();

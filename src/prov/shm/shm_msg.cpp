@@ -40,10 +40,22 @@ struct msg_head {
   uint32_t cflags;  // flag_tagged, flag_remote_cq_data
 };
 
+// An inline send's claim and commit. `answer` (ep::took when the send
+// began) says it follows a message taken: it does not prefetch its next
+// cell, and after another answer it claims in short laps (ep::exchanging).
+inline cell* claim_inline(ep& e, peer& p, bool answer) noexcept {
+  return claim_to(e, p, answer && e.exchanging);
+}
+inline void commit_inline(ep& e, peer& p, cell* c, bool answer) noexcept {
+  queue_commit(p.view(), c, !answer);
+  e.took = false;
+  e.exchanging = answer;
+}
+
 inline ssize_t send_inline(ep& e, peer& p, const iovec* iov, size_t count, size_t len, const msg_head& m,
                            void* context, uint64_t flags) noexcept {
-  const bool exchange = e.took;
-  cell* c = claim_to(e, p, exchange && e.exchanging);
+  const bool answer = e.took;
+  cell* c = claim_inline(e, p, answer);
   if (!c) [[unlikely]]
     return -FI_EAGAIN;
   c->h.opcode = op::msg;
@@ -55,9 +67,7 @@ inline ssize_t send_inline(ep& e, peer& p, const iovec* iov, size_t count, size_
   else
     iov_copy_from(iov, count, 0, c->h.inl, len);
   c->h.flags = static_cast<uint16_t>(m.cflags | flag_inline);
-  queue_commit(p.view(), c, !exchange);
-  e.took = false;
-  e.exchanging = exchange;
+  commit_inline(e, p, c, answer);
   tx_done(e, context, m.cq_flags, flags, len);
   return 0;
 }
@@ -204,8 +214,8 @@ template <bool Tagged>
   if (!to.p) [[unlikely]]
     return unreachable(e, dest, to.why, nullptr, cq_flags, FI_INJECT | flag_no_cq);
   peer& p = *to.p;
-  const bool exchange = e.took;
-  cell* c = claim_to(e, p, exchange && e.exchanging);
+  const bool answer = e.took;
+  cell* c = claim_inline(e, p, answer);
   if (!c) [[unlikely]]
     return -FI_EAGAIN;
   c->h.opcode = op::msg;
@@ -214,9 +224,7 @@ template <bool Tagged>
   c->h.size = len;
   copy_small(c->h.inl, buf, len);
   c->h.flags = static_cast<uint16_t>((Tagged ? flag_tagged : 0) | flag_inline);
-  queue_commit(p.view(), c, !exchange);
-  e.took = false;
-  e.exchanging = exchange;
+  commit_inline(e, p, c, answer);
   if (e.cntr_send) [[unlikely]]
     tx_done(e, nullptr, cq_flags, FI_INJECT | flag_no_cq, len);  // counts; an inject never writes the CQ
   return 0;

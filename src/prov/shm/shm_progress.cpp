@@ -157,8 +157,6 @@ inline bool is_message(const cell_hdr& h) noexcept {
     case op::ack:
     case op::nop:
       return true;
-    case op::jump:  // one that take_cells did not take as a jump: not at index short_lap
-      return false;
     default:
       return false;
   }
@@ -283,7 +281,8 @@ constexpr uint32_t payload_hint_max = 8;
     for (int n = 0; c && n < 64; ++n, c = waited ? nullptr : queue_peek(e.me, e.unreleased)) {
       if (c->h.opcode == op::jump) [[unlikely]] {
         // An exchange skipped the rest of this lap (queue_claim): the queue
-        // goes on at the next lap's first cell.
+        // goes on at the next lap's first cell. A jump anywhere else (span
+        // 1) is malformed: cell_sane drops it (its switch knows no jump).
         const uint32_t span = queue_jump_span(e.me, e.unreleased);
         if (span > 1) {
           e.unreleased += span;
