@@ -21,7 +21,28 @@
 //                                  --stride puts the ring's lines BYTES
 //                                  apart (default 64: back to back; 4160
 //                                  is the distance between weft's cells)
-// Each round runs both, 300 batches of 2,000 round trips each; a figure is
+//   api_ring_ns <median one-way ns>   the least an fi_*-shaped ping-pong
+//                                  costs over a ring of short_lap + 1 lines
+//                                  4,160 B apart (weft's exchange footprint,
+//                                  one producer: a plain tail store): the
+//                                  read and the inject are calls through a
+//                                  table, as fi_cq_read / fi_tinject are; the
+//                                  read matches the first posted receive
+//                                  (tag, length), copies the 8 bytes, writes
+//                                  a tagged CQ entry and moves the receive
+//                                  to a spare list; the next receive is
+//                                  posted off the critical path, as
+//                                  weft-perf does
+//   api_queue_ns <median one-way ns>  the same over weft's queue instead
+//                                  (the claim's CAS, limit, pid and sequence,
+//                                  the header, the commit and its `sleeping`
+//                                  load, short laps): what a provider with
+//                                  weft's queue and nothing else above it
+//                                  could reach (docs/shm-protocol.md, "An
+//                                  API-shaped path over the queue")
+//   api_queue_pfw_ns <median one-way ns>  the same, the cell to claim asked
+//                                  for (prefetchw) before the claim's CAS
+// Each round runs all arms, 300 batches of 2,000 round trips each; a figure is
 // the median of its batches' means (preemption spoils a batch, not the median).
 #include <sched.h>
 #include <sys/mman.h>
@@ -96,10 +117,12 @@ double run(bool initiator, Send send, Recv recv) {
   return median(t);
 }
 
-// One 8-byte tagged inject into region `to`, as inject_small fills it.
+// One 8-byte tagged inject into region `to`, as inject_small fills it in
+// an exchange (every send answers a message: short laps, no prefetch of the
+// next cell; docs/shm-protocol.md, "Short laps").
 void queue_send(region_view to, long i) {
   cell* c;
-  while (!(c = queue_claim(to))) {
+  while (!(c = queue_claim(to, true))) {
   }
   c->h.src = 0;
   c->h.opcode = op::msg;
@@ -109,7 +132,7 @@ void queue_send(region_view to, long i) {
   uint64_t v = uint64_t(i);
   copy_small(c->h.inl, &v, 8);
   c->h.flags = static_cast<uint16_t>(flag_tagged | flag_inline);
-  queue_commit(to, c);
+  queue_commit(to, c, false);
 }
 
 // Waits for message i in our region; hands the cell back on the next call,
@@ -122,13 +145,207 @@ void queue_recv(region_view me, uint32_t& unreleased, long i) {
   cell* c;
   while (!(c = queue_peek(me))) {
   }
+  if (c->h.opcode == op::jump) {  // the sender went on at the next lap (take_cells)
+    unreleased = queue_jump_span(me);
+    while (!(c = queue_peek(me, unreleased))) {
+    }
+  }
   uint64_t v;
   copy_small(&v, c->h.inl, 8);
   if (v != uint64_t(i) || c->h.tag != 7) {
     fprintf(stderr, "shm-queue-pingpong: message %ld arrived as %llu\n", i, (unsigned long long)v);
     _exit(1);
   }
-  unreleased = 1;
+  unreleased += 1;
+}
+
+// ------------------------------------------------------------------ API-shaped arms
+// The least work an fi_*-shaped exchange asks of a provider, over either
+// transport: a posted-receive list, a tagged CQ entry, calls through a table.
+struct lean_recv {
+  lean_recv* next;
+  uint64_t tag, ignore;
+  void* buf;
+  size_t len;
+  void* context;
+};
+
+struct lean_entry {  // fi_cq_tagged_entry's fields
+  void* op_context;
+  uint64_t flags, len;
+  void* buf;
+  uint64_t data, tag;
+};
+
+struct lean_ep;
+struct lean_ops {
+  long (*read)(lean_ep*, lean_entry*);
+  long (*inject)(lean_ep*, const void*, size_t, uint64_t);
+  long (*post)(lean_ep*, void*, size_t, uint64_t, void*);
+};
+
+struct lean_ep {
+  const lean_ops* ops;
+  lean_recv* posted = nullptr;  // first posted receive
+  lean_recv* last = nullptr;
+  lean_recv* spare = nullptr;
+  // transport: the minimal ring's two directions, or weft's two regions
+  char* in = nullptr;
+  char* out = nullptr;
+  long stride = 0;
+  uint64_t head = 0, tail = 0;
+  region_view mine{}, theirs{};
+  uint32_t unreleased = 0;
+  bool prefetch_claim = false;  // api_queue_pfw: prefetchw the cell to claim before the claim's CAS
+  lean_recv pool[4];
+};
+
+constexpr uint64_t lean_ring_lines = short_lap + 1;
+
+struct alignas(64) lean_line {
+  uint64_t tag;
+  uint32_t size, flags;
+  unsigned char inl[16];
+  std::atomic<uint64_t> seq;
+};
+
+inline lean_line& lean_at(char* ring, long stride, uint64_t k) {
+  return *reinterpret_cast<lean_line*>(ring + (k % lean_ring_lines) * uint64_t(stride));
+}
+
+// A matched message's completion: copy, entry, receive to the spare list.
+// 1 when the first posted receive took it, -5 otherwise (never here).
+inline long lean_complete(lean_ep* e, lean_entry* out, uint64_t tag, uint32_t size, const unsigned char* inl) {
+  lean_recv* r = e->posted;
+  if (!r || ((r->tag ^ tag) & ~r->ignore) || r->len < size) return -5;
+  copy_small(r->buf, inl, size);
+  out->op_context = r->context;
+  out->flags = FI_RECV | FI_TAGGED;
+  out->len = size;
+  out->buf = nullptr;
+  out->data = 0;
+  out->tag = tag;
+  e->posted = r->next;
+  if (!e->posted) e->last = nullptr;
+  r->next = e->spare;
+  e->spare = r;
+  return 1;
+}
+
+[[gnu::noinline]] long lean_post(lean_ep* e, void* buf, size_t len, uint64_t tag, void* context) {
+  lean_recv* r = e->spare;
+  if (!r) return -11;
+  e->spare = r->next;
+  *r = lean_recv{nullptr, tag, 0, buf, len, context};
+  if (e->last)
+    e->last->next = r;
+  else
+    e->posted = r;
+  e->last = r;
+  return 0;
+}
+
+[[gnu::noinline]] long ring_read(lean_ep* e, lean_entry* out) {
+  lean_line& l = lean_at(e->in, e->stride, e->head);
+  if (l.seq.load(std::memory_order_acquire) != e->head + 1) return -11;
+  long n = lean_complete(e, out, l.tag, l.size, l.inl);
+  if (n == 1) e->head++;
+  return n;
+}
+
+[[gnu::noinline]] long ring_inject(lean_ep* e, const void* buf, size_t len, uint64_t tag) {
+  if (len > inline_max) return -22;
+  lean_line& l = lean_at(e->out, e->stride, e->tail);
+  l.tag = tag;
+  l.size = uint32_t(len);
+  l.flags = flag_tagged | flag_inline;
+  copy_small(l.inl, buf, len);
+  l.seq.store(e->tail + 1, std::memory_order_release);
+  e->tail++;
+  return 0;
+}
+
+[[gnu::noinline]] long queue_read(lean_ep* e, lean_entry* out) {
+  if (e->unreleased) {
+    queue_release_n(e->mine, e->unreleased);
+    e->unreleased = 0;
+  }
+  cell* c = queue_peek(e->mine);
+  if (!c) return -11;
+  if (c->h.opcode == op::jump) {  // the sender went on at the next lap (take_cells)
+    e->unreleased = queue_jump_span(e->mine);
+    if (!(c = queue_peek(e->mine, e->unreleased))) return -11;
+  }
+  if (c->h.opcode != op::msg || !(c->h.flags & flag_inline) || c->h.size > inline_max) return -5;
+  long n = lean_complete(e, out, c->h.tag, c->h.size, c->h.inl);
+  if (n == 1) e->unreleased++;
+  return n;
+}
+
+[[gnu::noinline]] long queue_inject(lean_ep* e, const void* buf, size_t len, uint64_t tag) {
+  if (len > inline_max) return -22;
+#if defined(__x86_64__)
+  if (e->prefetch_claim && has_prefetchw) {  // the cell the claim will take, asked for before its CAS
+    region_view to = e->theirs;
+    const cell* next = &to.cells()[to.ctl()->tail.load(std::memory_order_relaxed) & (queue_cells - 1)];
+    asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&next->h)));
+  }
+#endif
+  cell* c = queue_claim(e->theirs, true);  // an exchange: short laps
+  if (!c) return -11;
+  c->h.src = 0;
+  c->h.opcode = op::msg;
+  c->h.tag = tag;
+  c->h.data = 0;
+  c->h.size = len;
+  copy_small(c->h.inl, buf, len);
+  c->h.flags = static_cast<uint16_t>(flag_tagged | flag_inline);
+  queue_commit(e->theirs, c, false);  // an answer: no prefetch of the next cell
+  return 0;
+}
+
+constexpr lean_ops ring_ops{ring_read, ring_inject, lean_post};
+constexpr lean_ops queue_ops{queue_read, queue_inject, lean_post};
+
+// One arm's rounds: weft-perf's lean ping-pong loop over `e` (the initiator
+// posts the next receive while the reply crosses, the responder right after
+// its reply; two receives on one buffer with alternating contexts).
+double run_api(bool initiator, lean_ep& e) {
+  const lean_ops* volatile table = e.ops;  // called through a table, not inlined
+  const lean_ops* ops = table;
+  for (auto& r : e.pool) {
+    r.next = e.spare;
+    e.spare = &r;
+  }
+  uint64_t rx = 0, tx = 0;
+  void* ctx[2] = {&ctx[0], &ctx[1]};
+  lean_entry ent;
+  ops->post(&e, &rx, 8, 1, ctx[0]);
+  if (!initiator) ops->post(&e, &rx, 8, 1, ctx[1]);
+  const long n = warmup + batches * per_batch;
+  long k = 0;
+  auto wait = [&] {
+    long got;
+    while ((got = ops->read(&e, &ent)) == -11) {
+    }
+    if (got != 1 || rx != uint64_t(k) || ent.tag != 1) {
+      fprintf(stderr, "shm-queue-pingpong: API arm: message %ld arrived as %llu (%ld)\n", k, (unsigned long long)rx, got);
+      _exit(1);
+    }
+  };
+  return run(
+      initiator,
+      [&](long i) {
+        k = i;
+        tx = uint64_t(i);
+        if (ops->inject(&e, &tx, 8, 1)) _exit(1);
+        if (initiator && i + 1 < n) ops->post(&e, &rx, 8, 1, ctx[(i + 1) & 1]);
+        if (!initiator && i + 2 < n) ops->post(&e, &rx, 8, 1, ctx[i & 1]);
+      },
+      [&](long i) {
+        k = i;
+        wait();
+      });
 }
 
 }  // namespace
@@ -138,7 +355,10 @@ int main(int argc, char** argv) {
       "usage: shm-queue-pingpong [--stride BYTES] [CPU_A CPU_B [ROUNDS [RING_LINES...]]]\n"
       "weft's shm receive queue alone between two processes pinned to CPU_A and CPU_B\n"
       "(default 0 and 1), beside a cache line bounced the same way, ROUNDS rounds (default 5).\n"
-      "Prints the medians in one-way ns (floor_ns, queue_ns) and queue_over_floor; for each\n"
+      "Prints the medians in one-way ns (floor_ns, queue_ns) and queue_over_floor, then an\n"
+      "fi_*-shaped exchange (calls through a table, a posted receive matched, a tagged CQ entry)\n"
+      "over a minimal ring (api_ring_ns), over weft's queue (api_queue_ns) and over the queue\n"
+      "with the cell to claim asked for before the claim's CAS (api_queue_pfw_ns); for each\n"
       "RING_LINES N (a power of two up to 4096) also ring_<N>_ns: a minimal ring of N lines\n"
       "per direction (data and sequence stored in one line, no claim, no head), the lines\n"
       "--stride BYTES apart (a multiple of 64 up to 8192; default 64, 4160 as weft's cells).\n";
@@ -186,6 +406,15 @@ int main(int argc, char** argv) {
   line* pong = new (static_cast<char*>(mem) + 64) line;
   auto* ring_a = reinterpret_cast<ring_line*>(static_cast<char*>(mem) + 4096);
   auto* ring_b = reinterpret_cast<ring_line*>(static_cast<char*>(mem) + 4096 + ring_bytes);
+  // The API arm's rings: short_lap + 1 lines 4,160 B apart per direction.
+  const size_t api_bytes = lean_ring_lines * 4160;
+  void* api_mem = mmap(nullptr, 2 * api_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (api_mem == MAP_FAILED) {
+    perror("shm-queue-pingpong: mmap");
+    return 1;
+  }
+  char* api_a = static_cast<char*>(api_mem);
+  char* api_b = api_a + api_bytes;
 
   fflush(stdout);
   pid_t pid = fork();
@@ -201,7 +430,8 @@ int main(int argc, char** argv) {
   }
   region_view mine{initiator ? ra.base() : rb.base()}, theirs{initiator ? rb.base() : ra.base()};
   uint32_t unreleased = 0;
-  std::vector<double> floor_ns, queue_ns, ratio;
+  std::vector<double> floor_ns, queue_ns, ratio, api_ring_ns, api_queue_ns, api_queue_pfw_ns;
+  uint64_t api_base = 0;  // the API ring's sequences keep growing across rounds
   std::vector<std::vector<double>> ring_ns(rings.size());
   uint64_t ring_base = 0;  // sequences keep growing across rounds and rings
   for (long r = 0; r < rounds; ++r) {
@@ -215,6 +445,26 @@ int main(int argc, char** argv) {
         });
     double q = run(
         initiator, [&](long i) { queue_send(theirs, i); }, [&](long i) { queue_recv(mine, unreleased, i); });
+    {
+      lean_ep e;
+      e.ops = &ring_ops;
+      e.in = initiator ? api_a : api_b;
+      e.out = initiator ? api_b : api_a;
+      e.stride = 4160;
+      e.head = e.tail = api_base;
+      api_ring_ns.push_back(run_api(initiator, e));
+      api_base += uint64_t(warmup + batches * per_batch);
+    }
+    for (bool pfw : {false, true}) {
+      lean_ep e;
+      e.ops = &queue_ops;
+      e.mine = mine;
+      e.theirs = theirs;
+      e.unreleased = unreleased;  // what the arm before took last
+      e.prefetch_claim = pfw;
+      (pfw ? api_queue_pfw_ns : api_queue_ns).push_back(run_api(initiator, e));
+      unreleased = e.unreleased;
+    }
     auto at = [stride](ring_line* ring, uint64_t k) -> ring_line& {
       return *reinterpret_cast<ring_line*>(reinterpret_cast<char*>(ring) + k * uint64_t(stride));
     };
@@ -249,6 +499,8 @@ int main(int argc, char** argv) {
   waitpid(pid, &st, 0);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return 1;
   printf("floor_ns %.1f\nqueue_ns %.1f\nqueue_over_floor %.2f\n", median(floor_ns), median(queue_ns), median(ratio));
+  printf("api_ring_ns %.1f\napi_queue_ns %.1f\napi_queue_pfw_ns %.1f\n", median(api_ring_ns), median(api_queue_ns),
+         median(api_queue_pfw_ns));
   for (size_t k = 0; k < rings.size(); ++k) printf("ring_%ld_ns %.1f\n", rings[k], median(ring_ns[k]));
   return 0;
 }

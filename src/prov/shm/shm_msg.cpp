@@ -44,7 +44,22 @@ struct msg_head {
 // began) says it follows a message taken: it does not prefetch its next
 // cell, and after another answer it claims in short laps (ep::exchanging).
 inline cell* claim_inline(ep& e, peer& p, bool answer) noexcept {
-  return claim_to(e, p, answer && e.exchanging);
+  const bool exchange = answer && e.exchanging;
+#if defined(__x86_64__)
+  // An exchange's reply asks for the line of the cell it is about to claim
+  // before the claim's CAS. The CAS, a locked instruction, runs only once
+  // everything before it has retired, and the cell's address comes from
+  // it: without this the line (which the peer polls) is asked for only
+  // then, and its crossing comes on top (docs/shm-protocol.md, "The claim's
+  // CAS and the reply's line"). When another producer takes that cell
+  // first, the line was asked for in vain; nothing else changes.
+  if (has_prefetchw && exchange) {
+    region_view to = p.view();
+    const cell* next = &to.cells()[to.ctl()->tail.load(std::memory_order_relaxed) & (queue_cells - 1)];
+    asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&next->h)));
+  }
+#endif
+  return claim_to(e, p, exchange);
 }
 inline void commit_inline(ep& e, peer& p, cell* c, bool answer) noexcept {
   queue_commit(p.view(), c, !answer);
