@@ -120,19 +120,35 @@ double run(bool initiator, Send send, Recv recv) {
 // One 8-byte tagged inject into region `to`, as inject_small fills it in
 // an exchange (every send answers a message: short laps, no prefetch of the
 // next cell; docs/shm-protocol.md, "Short laps").
+void fill_inline(cell* c, uint64_t tag, const void* buf, size_t len) {
+  c->h.src = 0;
+  c->h.opcode = op::msg;
+  c->h.tag = tag;
+  c->h.data = 0;
+  c->h.size = len;
+  copy_small(c->h.inl, buf, len);
+  c->h.flags = static_cast<uint16_t>(flag_tagged | flag_inline);
+}
+
 void queue_send(region_view to, long i) {
   cell* c;
   while (!(c = queue_claim(to, true))) {
   }
-  c->h.src = 0;
-  c->h.opcode = op::msg;
-  c->h.tag = 7;
-  c->h.data = 0;
-  c->h.size = 8;
   uint64_t v = uint64_t(i);
-  copy_small(c->h.inl, &v, 8);
-  c->h.flags = static_cast<uint16_t>(flag_tagged | flag_inline);
+  fill_inline(c, 7, &v, 8);
   queue_commit(to, c, false);
+}
+
+// The message at the head of our queue, or nullptr; a jump (the sender went
+// on at the next lap, as take_cells follows it) leaves `unreleased` (0 on
+// entry) at the cells it skips, which the message is past.
+cell* peek_message(region_view me, uint32_t& unreleased) {
+  cell* c = queue_peek(me);
+  if (c && c->h.opcode == op::jump) {
+    unreleased = queue_jump_span(me);
+    c = queue_peek(me, unreleased);
+  }
+  return c;
 }
 
 // Waits for message i in our region; hands the cell back on the next call,
@@ -143,12 +159,7 @@ void queue_recv(region_view me, uint32_t& unreleased, long i) {
     unreleased = 0;
   }
   cell* c;
-  while (!(c = queue_peek(me))) {
-  }
-  if (c->h.opcode == op::jump) {  // the sender went on at the next lap (take_cells)
-    unreleased = queue_jump_span(me);
-    while (!(c = queue_peek(me, unreleased))) {
-    }
+  while (!(c = peek_message(me, unreleased))) {
   }
   uint64_t v;
   copy_small(&v, c->h.inl, 8);
@@ -270,12 +281,8 @@ inline long lean_complete(lean_ep* e, lean_entry* out, uint64_t tag, uint32_t si
     queue_release_n(e->mine, e->unreleased);
     e->unreleased = 0;
   }
-  cell* c = queue_peek(e->mine);
+  cell* c = peek_message(e->mine, e->unreleased);
   if (!c) return -11;
-  if (c->h.opcode == op::jump) {  // the sender went on at the next lap (take_cells)
-    e->unreleased = queue_jump_span(e->mine);
-    if (!(c = queue_peek(e->mine, e->unreleased))) return -11;
-  }
   if (c->h.opcode != op::msg || !(c->h.flags & flag_inline) || c->h.size > inline_max) return -5;
   long n = lean_complete(e, out, c->h.tag, c->h.size, c->h.inl);
   if (n == 1) e->unreleased++;
@@ -284,22 +291,11 @@ inline long lean_complete(lean_ep* e, lean_entry* out, uint64_t tag, uint32_t si
 
 [[gnu::noinline]] long queue_inject(lean_ep* e, const void* buf, size_t len, uint64_t tag) {
   if (len > inline_max) return -22;
-#if defined(__x86_64__)
-  if (e->prefetch_claim && has_prefetchw) {  // the cell the claim will take, asked for before its CAS
-    region_view to = e->theirs;
-    const cell* next = &to.cells()[to.ctl()->tail.load(std::memory_order_relaxed) & (queue_cells - 1)];
-    asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&next->h)));
-  }
-#endif
+  if (e->prefetch_claim && has_prefetchw)  // the cell the claim will take, asked for before its CAS
+    prefetchw_cell(e->theirs, e->theirs.ctl()->tail.load(std::memory_order_relaxed));
   cell* c = queue_claim(e->theirs, true);  // an exchange: short laps
   if (!c) return -11;
-  c->h.src = 0;
-  c->h.opcode = op::msg;
-  c->h.tag = tag;
-  c->h.data = 0;
-  c->h.size = len;
-  copy_small(c->h.inl, buf, len);
-  c->h.flags = static_cast<uint16_t>(flag_tagged | flag_inline);
+  fill_inline(c, tag, buf, len);
   queue_commit(e->theirs, c, false);  // an answer: no prefetch of the next cell
   return 0;
 }

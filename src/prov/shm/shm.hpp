@@ -241,6 +241,16 @@ inline void copy_small(void* dst, const void* src, size_t n) noexcept {
 // Wakes the owner of region r, asleep on its wait object's fd (cold).
 void ring_bell(region_view r) noexcept;
 
+// Asks for the header line of the cell at producer index `pos` in
+// exclusive state (the caller checks has_prefetchw): the send that writes
+// that cell then finds the line already on its way or owned.
+inline void prefetchw_cell(region_view r, uint64_t pos) noexcept {
+#if defined(__x86_64__)
+  const cell* c = &r.cells()[pos & (queue_cells - 1)];
+  asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&c->h)));
+#endif
+}
+
 // Publishes a claimed cell to the consumer. `prefetch`: take the next
 // cell's line exclusive now (a stream's next send writes it); an exchange
 // does not, as the consumer polls that line and would fetch it back.
@@ -250,15 +260,11 @@ inline void queue_commit(region_view r, cell* c, bool prefetch = true) noexcept 
   c->h.seq.store(pos + 1, std::memory_order_release);
   if (r.ctl()->sleeping.load(std::memory_order_seq_cst) == asleep) [[unlikely]]
     ring_bell(r);
-#if defined(__x86_64__)
   // Ask for the next cell's header line in exclusive state now, while the
   // consumer is busy with this one: the next send then writes a line it
   // already owns, and only the consumer's read remains on the critical path.
-  if (has_prefetchw && prefetch) [[likely]] {
-    const cell* next = &r.cells()[(pos + 1) & (queue_cells - 1)];
-    asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&next->h)));
-  }
-#endif
+  if (has_prefetchw && prefetch) [[likely]]
+    prefetchw_cell(r, pos + 1);
 }
 
 // The committed cell `skip` cells past the head of our own queue (cells

@@ -45,7 +45,6 @@ struct msg_head {
 // cell, and after another answer it claims in short laps (ep::exchanging).
 inline cell* claim_inline(ep& e, peer& p, bool answer) noexcept {
   const bool exchange = answer && e.exchanging;
-#if defined(__x86_64__)
   // An exchange's reply asks for the line of the cell it is about to claim
   // before the claim's CAS. The CAS, a locked instruction, runs only once
   // everything before it has retired, and the cell's address comes from
@@ -55,10 +54,8 @@ inline cell* claim_inline(ep& e, peer& p, bool answer) noexcept {
   // first, the line was asked for in vain; nothing else changes.
   if (has_prefetchw && exchange) {
     region_view to = p.view();
-    const cell* next = &to.cells()[to.ctl()->tail.load(std::memory_order_relaxed) & (queue_cells - 1)];
-    asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&next->h)));
+    prefetchw_cell(to, to.ctl()->tail.load(std::memory_order_relaxed));
   }
-#endif
   return claim_to(e, p, exchange);
 }
 inline void commit_inline(ep& e, peer& p, cell* c, bool answer) noexcept {
