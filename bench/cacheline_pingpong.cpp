@@ -72,12 +72,12 @@ double run(line* ping, line* pong, bool initiator, long n, bool sampled, std::ve
   for (long i = 1; i <= n; ++i) {
     if (initiator) {
       ping->v.store(i, std::memory_order_release);
-      while (pong->v.load(std::memory_order_acquire) != i) {}
-      if (sampled) {
+      if (sampled) {  // after the store, as weft-perf samples after its send
         unsigned long long t = tick();
-        s[size_t(i) & (s.size() - 1)] = t - prev;
+        if (i > 1) s[size_t(i - 1) & (s.size() - 1)] = t - prev;  // round trip i - 1: store to store
         prev = t;
       }
+      while (pong->v.load(std::memory_order_acquire) != i) {}
     } else {
       while (ping->v.load(std::memory_order_acquire) != i) {}
       pong->v.store(i, std::memory_order_release);
@@ -149,9 +149,10 @@ int main(int argc, char** argv) {
   waitpid(child, &status, 0);
   // The median of the sampled pass's round trips (the last 65,536 of them),
   // in TSC ticks, converted with the pass's own mean rate of ticks per ns.
-  // (Slot i holds round trip i mod 65,536; slot 0 is never written when
-  // n < 65,536, so the samples are slots 1..min(n, 65,535).)
-  size_t kept = std::min(samples.size() - 1, size_t(n));
+  // (Slot i holds round trip i mod 65,536, timed from the store that starts
+  // it to the next one; slot 0 is never written when n < 65,536, so the
+  // samples are slots 1..min(n - 1, 65,535).)
+  size_t kept = std::min(samples.size() - 1, size_t(n - 1));
   std::vector<unsigned long long> s(samples.begin() + 1, samples.begin() + 1 + kept);
   // Batch means first (s is still in round-trip order, but for one wrap).
   const size_t batch = s.size() >= 10000 ? 1000 : std::max<size_t>(1, s.size() / 10);

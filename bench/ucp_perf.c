@@ -174,9 +174,9 @@ static void tag_lat(size_t size, long iters) {
   void* r[2] = {ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p), NULL};
   if (is_child) r[1] = ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p);
   for (long k = 0; k < total; k++) {
-    if (k >= warm) tsc[k - warm] = __builtin_ia32_rdtsc();
     if (!is_child) {
       wait_req(ucp_tag_send_nbx(ep, buf, size, out, &p));
+      if (k >= warm) tsc[k - warm] = __builtin_ia32_rdtsc(); /* after the send, as weft-perf reads it */
       r[(k + 1) & 1] = ucp_tag_recv_nbx(worker, rbuf, size, in, ~0ull, &p); /* reply k + 1 */
       wait_req(r[k & 1]);
     } else {
