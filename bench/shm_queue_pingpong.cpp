@@ -139,18 +139,6 @@ void queue_send(region_view to, long i) {
   queue_commit(to, c, false);
 }
 
-// The message at the head of our queue, or nullptr; a jump (the sender went
-// on at the next lap, as take_cells follows it) leaves `unreleased` (0 on
-// entry) at the cells it skips, which the message is past.
-cell* peek_message(region_view me, uint32_t& unreleased) {
-  cell* c = queue_peek(me);
-  if (c && c->h.opcode == op::jump) {
-    unreleased = queue_jump_span(me);
-    c = queue_peek(me, unreleased);
-  }
-  return c;
-}
-
 // Waits for message i in our region; hands the cell back on the next call,
 // as progress does.
 void queue_recv(region_view me, uint32_t& unreleased, long i) {
@@ -159,7 +147,7 @@ void queue_recv(region_view me, uint32_t& unreleased, long i) {
     unreleased = 0;
   }
   cell* c;
-  while (!(c = peek_message(me, unreleased))) {
+  while (!(c = queue_peek(me))) {
   }
   uint64_t v;
   copy_small(&v, c->h.inl, 8);
@@ -167,7 +155,7 @@ void queue_recv(region_view me, uint32_t& unreleased, long i) {
     fprintf(stderr, "shm-queue-pingpong: message %ld arrived as %llu\n", i, (unsigned long long)v);
     _exit(1);
   }
-  unreleased += 1;
+  unreleased = queue_step(me, c);  // to the next lap after a cell that ended its lap, as take_cells
 }
 
 // ------------------------------------------------------------------ API-shaped arms
@@ -281,11 +269,11 @@ inline long lean_complete(lean_ep* e, lean_entry* out, uint64_t tag, uint32_t si
     queue_release_n(e->mine, e->unreleased);
     e->unreleased = 0;
   }
-  cell* c = peek_message(e->mine, e->unreleased);
+  cell* c = queue_peek(e->mine);
   if (!c) return -11;
   if (c->h.opcode != op::msg || !(c->h.flags & flag_inline) || c->h.size > inline_max) return -5;
   long n = lean_complete(e, out, c->h.tag, c->h.size, c->h.inl);
-  if (n == 1) e->unreleased++;
+  if (n == 1) e->unreleased = queue_step(e->mine, c);
   return n;
 }
 

@@ -131,34 +131,35 @@ TEST(ShmQueue, ConsumerWritesNoCellAndProducersReadHeadOncePerLap) {
   }
 }
 
-// An exchange (each send follows a message taken) jumps from index
-// short_lap of a lap to the next lap's first cell: its messages cycle
-// through the first short_lap + 1 cells, in order, and the consumer follows
-// each jump.
+// An exchange (each send follows a message taken) ends a lap at index
+// short_lap: the claim of that cell moves the tail to the next lap's first
+// cell and marks the cell, so its messages cycle through the first
+// short_lap + 1 cells, in order, every cell a message, and the consumer
+// follows each lap's end from the cell it takes (queue_step).
 TEST(ShmQueue, ExchangeReusesTheFirstCellsOfALap) {
   own_region reg("qexch_");
   region_view r = reg.r;
-  int jumps = 0;
+  int lap_ends = 0;
   for (uint64_t i = 0; i < 3 * uint64_t{queue_cells}; ++i) {
     cell* c = put_cell(r, op::msg, i, true);
     ASSERT_NE(c, nullptr) << i;
-    ASSERT_LT(static_cast<size_t>(c - r.cells()), size_t{short_lap}) << "message " << i;
+    const size_t index = static_cast<size_t>(c - r.cells());
+    ASSERT_EQ(index, i % (short_lap + 1)) << "message " << i;
     cell* got = queue_peek(r);
-    ASSERT_NE(got, nullptr) << i;
-    if (got->h.opcode == op::jump) {
-      EXPECT_EQ(static_cast<size_t>(got - r.cells()), size_t{short_lap});
-      const uint32_t span = queue_jump_span(r);
-      ASSERT_EQ(span, queue_cells - short_lap);
-      queue_release_n(r, span);
-      got = queue_peek(r);
-      ++jumps;
-    }
     ASSERT_EQ(got, c) << i;
     EXPECT_EQ(got->h.tag, i);
-    queue_release(r, got);
+    const uint32_t step = queue_step(r, got);
+    if (index == short_lap) {
+      EXPECT_EQ(step, queue_cells - short_lap) << i;
+      EXPECT_EQ(r.ctl()->tail.load() & (queue_cells - 1), 0u) << i;
+      ++lap_ends;
+    } else {
+      EXPECT_EQ(step, 1u) << i;
+    }
+    queue_release_n(r, step);
     EXPECT_EQ(queue_peek(r), nullptr);
   }
-  EXPECT_EQ(jumps, int(3 * queue_cells / short_lap) - 1);
+  EXPECT_EQ(lap_ends, int(3 * queue_cells / (short_lap + 1)));
   EXPECT_EQ(queue_stalled(r), nullptr);
 }
 
@@ -171,17 +172,12 @@ TEST(ShmQueue, StreamAfterExchangeHasEveryCell) {
   auto take = [&] {
     cell* got = queue_peek(r);
     if (!got) return false;
-    if (got->h.opcode == op::jump) {
-      queue_release_n(r, queue_jump_span(r));
-      got = queue_peek(r);
-      if (!got) return false;
-    }
     EXPECT_EQ(got->h.tag, got_n);
     ++got_n;
-    queue_release(r, got);
+    queue_release_n(r, queue_step(r, got));
     return true;
   };
-  for (uint32_t i = 0; i < short_lap + 10; ++i) {  // past the first jump
+  for (uint32_t i = 0; i < short_lap + 10; ++i) {  // past the first lap's end
     ASSERT_NE(put_cell(r, op::msg, sent++, true), nullptr);
     ASSERT_TRUE(take());
   }
@@ -195,7 +191,7 @@ TEST(ShmQueue, StreamAfterExchangeHasEveryCell) {
   }
   EXPECT_EQ(got_n, sent);
   // An exchange claim at index short_lap that finds the next lap's first
-  // cell busy claims index short_lap as a stream would.
+  // cell busy claims index short_lap as a stream would: the lap goes on.
   while ((r.ctl()->tail.load() & (queue_cells - 1)) != short_lap + 64) {
     ASSERT_NE(put_cell(r, op::msg, sent++), nullptr);
     ASSERT_TRUE(take());
@@ -206,15 +202,18 @@ TEST(ShmQueue, StreamAfterExchangeHasEveryCell) {
   cell* c = put_cell(r, op::msg, sent++, true);
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(static_cast<size_t>(c - r.cells()), size_t{short_lap});
+  EXPECT_EQ(queue_step(r, c), 1u);
+  EXPECT_EQ(r.ctl()->tail.load() & (queue_cells - 1), short_lap + 1);
   while (take()) {
   }
   EXPECT_EQ(got_n, sent);
 }
 
-// A producer that dies between its jump's claim and the commits: the
-// periodic check commits the jump as a jump (the claim carries the pid
-// negated) and the claimed cell after it as a nop, and the queue goes on.
-TEST(ShmQueue, DeadProducersJumpIsCommittedAsAJump) {
+// A producer that dies between the claim that ends a lap and its commit:
+// the periodic check commits the cell as a nop that keeps the mark (the
+// pid negated), the consumer moves on to the next lap, and the queue goes
+// on there.
+TEST(ShmQueue, DeadProducersLapEndIsCommittedAsALapEnd) {
   own_region reg("qdead_");
   region_view r = reg.r;
   for (uint32_t i = 0; i < short_lap; ++i) {
@@ -225,34 +224,42 @@ TEST(ShmQueue, DeadProducersJumpIsCommittedAsAJump) {
   if (child == 0) _exit(0);
   ASSERT_GT(child, 0);
   waitpid(child, nullptr, 0);
-  // What queue_jump does up to its commits, by a producer that is dead now.
+  // What queue_claim_lap_end does up to the commit, by a producer that is
+  // dead now.
   queue_ctl* q = r.ctl();
   const uint64_t pos = short_lap, to = queue_cells;
-  q->tail.store(to + 1);
+  q->tail.store(to);
   q->limit.store(to + queue_cells);
-  cell* j = &r.cells()[pos];
-  cell* c = &r.cells()[0];
-  j->h.producer = -child;
-  j->h.opcode = op::jump;
-  j->h.seq.store(pos);
-  c->h.producer = child;
-  c->h.seq.store(to);
-  EXPECT_EQ(queue_peek(r), nullptr);
-  ASSERT_EQ(queue_stalled(r), j);
-  cell* got = queue_peek(r);
-  ASSERT_EQ(got, j);
-  EXPECT_EQ(got->h.opcode, op::jump);
-  ASSERT_EQ(queue_jump_span(r), queue_cells - short_lap);
-  queue_release_n(r, queue_jump_span(r));
+  cell* c = &r.cells()[pos];
+  c->h.producer = -child;
+  c->h.opcode = op::msg;
+  c->h.seq.store(pos);
   EXPECT_EQ(queue_peek(r), nullptr);
   ASSERT_EQ(queue_stalled(r), c);
-  got = queue_peek(r);
+  cell* got = queue_peek(r);
   ASSERT_EQ(got, c);
   EXPECT_EQ(got->h.opcode, op::nop);
-  queue_release(r, got);
+  ASSERT_EQ(queue_step(r, got), queue_cells - short_lap);
+  queue_release_n(r, queue_step(r, got));
+  EXPECT_EQ(queue_peek(r), nullptr);
+  EXPECT_EQ(queue_stalled(r), nullptr);
   cell* next = queue_claim(r, true);
   ASSERT_NE(next, nullptr);
-  EXPECT_EQ(next, &r.cells()[1]);
+  EXPECT_EQ(next, &r.cells()[0]);
+}
+
+// The claim that ends a lap really is the one cell it names: a negated pid
+// anywhere but index short_lap (a broken or hostile producer) moves the
+// consumer one cell, as any other.
+TEST(ShmQueue, LapEndMarkCountsOnlyAtTheLapsEnd) {
+  own_region reg("qmark_");
+  region_view r = reg.r;
+  cell* c = put_cell(r, op::msg, 1);
+  ASSERT_NE(c, nullptr);
+  c->h.producer = -c->h.producer;
+  cell* got = queue_peek(r);
+  ASSERT_EQ(got, c);
+  EXPECT_EQ(queue_step(r, got), 1u);
 }
 
 TEST(ShmRegion, Names) {
@@ -384,7 +391,7 @@ TEST(ShmQueue, MalformedCellsAreDropped) {
   put(op::msg, flag_inline, 4, 0, 1000);
   put(static_cast<op>(200), 0, 0, 0, 0);      // unknown opcode
   put(op::write, 0, 8, 4, 0);                 // shorter than its descriptor
-  put(op::jump, 0, 0, 0, 0);                  // a jump that is not at index short_lap
+  put(static_cast<op>(13), 0, 0, 0, 0);      // protocol 8's jump, known to no later one
   put(op::msg, flag_inline, 5, 0, 0);         // finally a good one
   char buf[64] = {};
   ASSERT_EQ(fi_recv(ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, buf), 0);

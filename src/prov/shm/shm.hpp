@@ -161,16 +161,19 @@ bool cma_usable(bool disabled) noexcept;  // process_vm_readv works here (and is
 // (once a lap): raises the limit, or says the queue is full (cold).
 bool queue_refill(queue_ctl* q, uint64_t pos) noexcept;
 
-// The jump of an exchange's claim at index short_lap of a lap (cold: once
-// in short_lap + 1 messages): claims that cell and the next lap's first
-// together, commits the first as op::jump and returns the second claimed,
-// or nullptr when that one is not free yet (the caller claims as usual).
-cell* queue_jump(region_view r, uint64_t pos) noexcept;
+// An exchange's claim at index short_lap of a lap (cold: once in
+// short_lap + 1 messages): claims that cell and moves the tail to the next
+// lap's index 0 in one CAS, and marks the claim as the lap's end (the pid
+// negated), or returns nullptr when the next lap's first cell is not free
+// yet (the caller claims as usual). The cell carries a message as any other:
+// the consumer learns of the lap's end from the line it polls, with the
+// message, and no cell of its own crosses for it (queue_step).
+cell* queue_claim_lap_end(region_view r, uint64_t pos) noexcept;
 
 // Claims the next cell of a peer's queue, or nullptr when the queue is full.
 // `exchange`: the sender took a message since its previous send (a request
-// and its reply, a ping-pong): at index short_lap of a lap it jumps to the
-// next lap, so that such traffic reuses the first short_lap + 1 cells and
+// and its reply, a ping-pong): at index short_lap of a lap it ends the lap
+// (queue_claim_lap_end), so that such traffic reuses the first short_lap + 1 cells and
 // their lines stay in both L1 caches (256 cells take all of them, and each
 // lap then fetches every line anew). A stream claims every cell in turn.
 inline cell* queue_claim(region_view r, bool exchange = false) noexcept {
@@ -178,7 +181,7 @@ inline cell* queue_claim(region_view r, bool exchange = false) noexcept {
   uint64_t pos = q->tail.load(std::memory_order_relaxed);
   for (;;) {
     if (exchange && (pos & (queue_cells - 1)) == short_lap) [[unlikely]] {
-      if (cell* c = queue_jump(r, pos)) return c;
+      if (cell* c = queue_claim_lap_end(r, pos)) return c;
       pos = q->tail.load(std::memory_order_relaxed);
       if ((pos & (queue_cells - 1)) == short_lap) exchange = false;  // the next lap is busy: go on in this one
       continue;
@@ -281,12 +284,14 @@ inline const unsigned char* queue_next_payload(region_view r, uint32_t skip = 0)
   uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
   return r.cells()[pos & (queue_cells - 1)].payload;
 }
-// How far the consumer moves past the op::jump cell `skip` cells past the
-// head: to the next lap's first index when it lies at index short_lap, one
-// cell otherwise (a jump anywhere else is malformed, and dropped).
-inline uint32_t queue_jump_span(region_view r, uint32_t skip = 0) noexcept {
-  uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
-  return (pos & (queue_cells - 1)) == short_lap ? queue_cells - short_lap : 1;
+// How many cells the consumer moves past when it takes c (a cell that
+// queue_peek returned): one, or to the next lap's index 0 after a claim that
+// ended its lap (queue_claim_lap_end: the pid negated, at index short_lap;
+// a negated pid anywhere else counts as one cell).
+inline uint32_t queue_step(region_view r, const cell* c) noexcept {
+  if (c->h.producer >= 0) [[likely]]
+    return 1;
+  return static_cast<uint32_t>(c - r.cells()) == short_lap ? queue_cells - short_lap : 1;
 }
 // Returns the n cells at the head to the producers: one store to `head`,
 // nothing written to the cells.

@@ -124,7 +124,6 @@ constexpr handler handlers[static_cast<size_t>(op::max_op)] = {
     handle_atomic_resp,  // atomic_resp
     handle_cts,          // cts
     handle_write_help,   // write_help
-    ignore,              // jump (take_cells)
 };
 
 inline bool is_message(const cell_hdr& h) noexcept {
@@ -279,24 +278,16 @@ constexpr uint32_t payload_hint_max = 8;
     const bool waited = e.idle_polls != 0;
     e.took = true;
     for (int n = 0; c && n < 64; ++n, c = waited ? nullptr : queue_peek(e.me, e.unreleased)) {
-      if (c->h.opcode == op::jump) [[unlikely]] {
-        // An exchange skipped the rest of this lap (queue_claim): the queue
-        // goes on at the next lap's first cell. A jump anywhere else (span
-        // 1) is malformed: cell_sane drops it (its switch knows no jump).
-        const uint32_t span = queue_jump_span(e.me, e.unreleased);
-        if (span > 1) {
-          e.unreleased += span;
-          if (!(c = queue_peek(e.me, e.unreleased))) break;
-        }
-      }
+      // A cell that ended an exchange's lap moves us to the next lap's
+      // first cell (queue_step), whatever it holds.
       if (!cell_sane(e, c->h)) [[unlikely]] {
         WEFT_WARN(FI_LOG_EP_DATA, "shm: dropped a malformed cell (op %d) from slot %u",
                   static_cast<int>(c->h.opcode), static_cast<unsigned>(c->h.src));
-        e.unreleased++;
+        e.unreleased += queue_step(e.me, c);
         continue;
       }
       if (c->h.opcode == op::msg && (c->h.flags & flag_inline) && fast_small(e, c)) [[likely]] {
-        e.unreleased++;
+        e.unreleased += queue_step(e.me, c);
         if (e.payload_hint) [[unlikely]]
           e.payload_hint = 0;
         if (waited) {
@@ -318,7 +309,7 @@ constexpr uint32_t payload_hint_max = 8;
       } else {
         handlers[static_cast<size_t>(c->h.opcode)](e, c);
       }
-      e.unreleased++;
+      e.unreleased += queue_step(e.me, c);
     }
     if (!e.splits.empty()) [[unlikely]]
       poll_splits(e);

@@ -40,16 +40,18 @@ namespace weft::shm {
 inline constexpr size_t cacheline = 64;
 inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
-inline constexpr uint32_t proto_version = 8;
+inline constexpr uint32_t proto_version = 9;
 
 inline constexpr size_t name_max = 64;            // an endpoint name, NUL included
 inline constexpr size_t inject_max = 4096;        // payload bytes in one cell
 inline constexpr uint32_t queue_cells = 256;      // ring depth (power of two)
 // A producer in an exchange (its endpoint took a message since its last
-// send) that claims the cell at this index of a lap jumps to the next lap
-// (op::jump): requests and replies then cycle through the first
-// short_lap + 1 cells, whose lines stay in the two cores' L1 caches, and a
-// stream still has every cell (see queue_claim).
+// send) that claims the cell at this index of a lap ends the lap there: the
+// same claim moves the tail to the next lap's index 0 and marks the cell
+// (cell_hdr::producer negated), so the consumer moves there after taking
+// it. Requests and replies then cycle through the first short_lap + 1
+// cells, whose lines stay in the two cores' L1 caches, and a stream still
+// has every cell (see queue_claim).
 inline constexpr uint32_t short_lap = 64;
 inline constexpr uint32_t peer_chunk = 64;        // peer slots a region starts with, and grows by
 inline constexpr uint32_t peer_slots_max = 65536; // live senders one endpoint can hear from (cell_hdr::src)
@@ -85,7 +87,6 @@ enum class op : uint8_t {
   atomic_resp = 10,  // atomic result for `id`: err in `data`, fetched values inline
   cts = 11,          // receiver -> sender of rndv `id`: push a part of the message (cts_desc)
   write_help = 12,   // initiator -> target of a mapped RMA write: copy a part yourself (help_desc)
-  jump = 13,         // at index short_lap of a lap: the queue goes on at the next lap's index 0
   max_op
 };
 
@@ -128,7 +129,7 @@ struct cell_hdr {
     };
     unsigned char inl[inline_max];  // flag_inline: the message itself
   };
-  int32_t producer;  // pid of the producer that claimed the cell (negated: a jump's claim)
+  int32_t producer;  // pid of the producer that claimed the cell (negated at index short_lap: the lap ends)
   uint32_t reserved2;
 };
 static_assert(std::is_standard_layout_v<cell_hdr>);

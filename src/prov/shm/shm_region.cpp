@@ -457,30 +457,23 @@ bool queue_refill(queue_ctl* q, uint64_t pos) noexcept {
   return true;
 }
 
-cell* queue_jump(region_view r, uint64_t pos) noexcept {
+cell* queue_claim_lap_end(region_view r, uint64_t pos) noexcept {
   queue_ctl* q = r.ctl();
   const uint64_t to = pos + (queue_cells - short_lap);  // the next lap's index 0
   if (static_cast<int64_t>(to - q->limit.load(std::memory_order_acquire)) >= 0 && !queue_refill(q, to))
     return nullptr;
   // seq_cst, as the claim in queue_claim (against the owner's arm()).
-  if (!q->tail.compare_exchange_strong(pos, to + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
+  if (!q->tail.compare_exchange_strong(pos, to, std::memory_order_seq_cst, std::memory_order_relaxed))
     return nullptr;
-  cell* j = &r.cells()[pos & (queue_cells - 1)];
-  cell* c = &r.cells()[to & (queue_cells - 1)];
+  cell* c = &r.cells()[pos & (queue_cells - 1)];
 #if defined(__SANITIZE_THREAD__)
-  (void)j->h.seq.load(std::memory_order_acquire);  // as in queue_claim
-  (void)c->h.seq.load(std::memory_order_acquire);
+  (void)c->h.seq.load(std::memory_order_acquire);  // as in queue_claim
 #endif
-  // A negative pid marks the claim as a jump's: queue_stalled commits it as
-  // one if we die before we do.
-  j->h.producer = -self_pid();
-  j->h.opcode = op::jump;
-  j->h.flags = 0;
-  j->h.len = 0;
-  j->h.seq.store(pos, std::memory_order_release);
-  c->h.producer = self_pid();
-  c->h.seq.store(to, std::memory_order_release);
-  j->h.seq.store(pos + 1, std::memory_order_release);
+  // The pid negated: the consumer moves to the next lap's index 0 after
+  // this cell (queue_step), and queue_stalled keeps the mark if we die
+  // before the commit.
+  c->h.producer = -self_pid();
+  c->h.seq.store(pos, std::memory_order_release);
   return c;
 }
 
@@ -493,11 +486,10 @@ cell* queue_stalled(region_view r) noexcept {
   cell* c = &r.cells()[head & (queue_cells - 1)];
   if (c->h.seq.load(std::memory_order_acquire) != head || q->tail.load(std::memory_order_acquire) <= head)
     return nullptr;
-  int32_t pid = c->h.producer;
-  const bool jump = pid < 0;  // queue_jump's claim
-  if (jump) pid = -pid;
-  if (pid <= 0 || pid_alive(pid)) return nullptr;
-  c->h.opcode = jump ? op::jump : op::nop;
+  int64_t pid = c->h.producer;
+  if (pid < 0) pid = -pid;  // a claim that ended its lap: the nop keeps the mark (queue_step)
+  if (pid <= 0 || pid > INT32_MAX || pid_alive(static_cast<int>(pid))) return nullptr;
+  c->h.opcode = op::nop;
   c->h.seq.store(head + 1, std::memory_order_release);
   return c;
 }
