@@ -34,9 +34,11 @@ struct part {
   static bool busy(endpoint& e) noexcept;
   // One round of progress; the caller holds the endpoint's lock.
   static void progress(endpoint& e) noexcept;
-  // A round of progress would cost a system call and find nothing
-  // pressing: the owner may take rounds less often.
-  static bool idle(endpoint& e) noexcept;
+  // The most time, in microseconds, the owner may leave between two rounds
+  // of progress: 0 when a round costs a few loads or something is under way
+  // (every round), more when a round costs a system call and would find
+  // nothing pressing.
+  static uint64_t round_gap_us(endpoint& e) noexcept;
 };
 
 }  // namespace weft

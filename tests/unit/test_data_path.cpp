@@ -17,6 +17,8 @@
 #include "spawn.hpp"
 #ifndef WEFT_TEST_PROV_PREFIX  // weft's own objects are linked in (not the plugin's run): white-box checks
 #include "prov/lnx/lnx.hpp"
+#include "prov/shm/shm_part.hpp"
+#include "prov/tcp/tcp_part.hpp"
 #define WEFT_WHITE_BOX 1
 #endif
 
@@ -1321,6 +1323,32 @@ TEST_P(data_path, CompletionWaitsForWhatTheReceiverOwes) {
     }
     p.barrier();
   });
+}
+
+// The linked provider polls its tcp part (a system call) at most once per
+// the gap that part names: 1 ms while it has no connection (every peer on
+// this host: only a peer's first connection waits for it), 20 us at most
+// once one is open. Under lnx on two hosts rank 1 is remote: after the
+// exchange rank 0 has a connection.
+TEST_P(data_path, LinkedTcpPartPollsRarelyWithoutAConnection) {
+  if (strcmp(GetParam().prov, "lnx") != 0) GTEST_SKIP() << "the linked provider's tcp part";
+#ifndef WEFT_WHITE_BOX
+  GTEST_SKIP() << "looks at the endpoint's parts (white box)";
+#else
+  mp_run(2, [](mp_peer& p) {
+    uint64_t mine = 40 + uint64_t(p.rank), theirs = 0;
+    ASSERT_TRUE(p.swap_with_peer(&mine, &theirs, sizeof mine));
+    EXPECT_EQ(theirs, 41 - uint64_t(p.rank));
+    auto& e = static_cast<weft::lnx::ep&>(*weft::endpoint::of(p.ep));
+    const uint64_t gap = weft::tcp::part::round_gap_us(*e.tcp);
+    if (weft_test::is_hosts_mode(weft_test::current_mode()))
+      EXPECT_LE(gap, 20u) << "rank " << p.rank << " talks to its peer over tcp";
+    else
+      EXPECT_EQ(gap, 1000u) << "rank " << p.rank << ": no tcp connection, yet polled as if there were";
+    // The shm part alone is polled every round.
+    EXPECT_EQ(weft::shm::part::round_gap_us(*e.shm), 0u);
+  });
+#endif
 }
 
 // Two senders, one wildcard receive queue: each sender's messages match in

@@ -1,8 +1,9 @@
 // prov/lnx: the endpoint — two parts behind one fid_ep. Sends, RMA and
 // atomics take one branch on the peer's path (decided at fi_av_insert) and
 // go to the part's own data path; receives are the one matcher both parts
-// feed; progress drives both parts (an idle tcp part once per 20 us:
-// polling it costs a system call, shm's costs a few loads).
+// feed; progress drives both parts (an idle tcp part once per 20 us, once
+// per 1 ms while it has no connection: polling it costs a system call,
+// shm's costs a few loads).
 #include <cstring>
 
 #include "common/clock.hpp"
@@ -19,14 +20,14 @@ namespace {
 
 constexpr size_t inject_max = std::min(shm::part_inject_max, tcp::part_inject_max);
 // An idle tcp part (no connection being read eagerly) is polled at most
-// once per idle_tcp_gap_us: its round is an epoll_wait system call (about
-// 1 us on this VM), which every 256th round cost the shm part's 8-byte
-// latency a third of its mean. The clock is read every idle_tcp_look_every
-// rounds (26 ns a read here); a message that wakes a cold connection waits
-// at most the gap and that many rounds, and a busy connection is polled
-// every round.
+// once per the gap it names (tcp::part::round_gap_us: 20 us with
+// connections open, 1 ms with none): its round is an epoll_wait system
+// call (about 1 us on this VM), which every 256th round cost the shm
+// part's 8-byte latency a third of its mean. The clock is read every
+// idle_tcp_look_every rounds (26 ns a read here); a message that wakes a
+// cold connection waits at most the gap and that many rounds, and a busy
+// connection is polled every round.
 constexpr uint32_t idle_tcp_look_every = 16;
-constexpr uint64_t idle_tcp_gap_us = 20;
 
 // FI_FENCE: a fenced operation waits for the earlier ones of both parts;
 // the part it goes to checks its own, this checks the other.
@@ -104,10 +105,10 @@ void progress(weft::endpoint& base) noexcept {
   if (!e.enabled) [[unlikely]]
     return;
   shm::part::progress(*e.shm);
-  if (tcp::part::idle(*e.tcp)) {
+  if (const uint64_t gap = tcp::part::round_gap_us(*e.tcp)) {
     if ((++e.rounds & (idle_tcp_look_every - 1)) != 0) return;
     const uint64_t now = now_us();
-    if (now - e.tcp_polled_us < idle_tcp_gap_us) return;
+    if (now - e.tcp_polled_us < gap) return;
     e.tcp_polled_us = now;
   }
   tcp::part::progress(*e.tcp);

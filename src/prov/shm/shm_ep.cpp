@@ -253,8 +253,8 @@ void part<shm::part_tag>::progress(endpoint& e) noexcept {
 }
 
 template <>
-bool part<shm::part_tag>::idle(endpoint&) noexcept {
-  return false;  // a round is a few loads
+uint64_t part<shm::part_tag>::round_gap_us(endpoint&) noexcept {
+  return 0;  // a round is a few loads
 }
 
 }  // namespace weft

@@ -567,9 +567,18 @@ void part<tcp::part_tag>::progress(endpoint& e) noexcept {
   tcp::progress(tcp::ep::of(e));
 }
 template <>
-bool part<tcp::part_tag>::idle(endpoint& base) noexcept {
+uint64_t part<tcp::part_tag>::round_gap_us(endpoint& base) noexcept {
+  // A round with no connection being read eagerly is an epoll_wait system
+  // call (about 1 us on this VM). With connections open, at most every 20
+  // us: a message that wakes a cold connection waits at most that. With
+  // none (an lnx endpoint whose peers all share its host) every 1 ms: only
+  // a peer's first connection waits for it, where a round every 20 us cost
+  // the shm part's 8-byte ping-pong a quarter of its mean
+  // (docs/performance.md, "The linked provider's idle tcp part").
+  constexpr uint64_t idle_gap_us = 20, unconnected_gap_us = 1000;
   tcp::ep& e = tcp::ep::of(base);
-  return e.poll->hot_count() == 0 && e.deferred.empty();
+  if (e.poll->hot_count() != 0 || !e.deferred.empty()) return 0;
+  return e.poll->conn_count() == 0 ? unconnected_gap_us : idle_gap_us;
 }
 
 }  // namespace weft
