@@ -156,7 +156,7 @@ TEST(ShmQueue, ExchangeReusesTheFirstCellsOfALap) {
     } else {
       EXPECT_EQ(step, 1u) << i;
     }
-    queue_release_n(r, step);
+    queue_release(r, got);
     EXPECT_EQ(queue_peek(r), nullptr);
   }
   EXPECT_EQ(lap_ends, int(3 * queue_cells / (short_lap + 1)));
@@ -174,7 +174,7 @@ TEST(ShmQueue, StreamAfterExchangeHasEveryCell) {
     if (!got) return false;
     EXPECT_EQ(got->h.tag, got_n);
     ++got_n;
-    queue_release_n(r, queue_step(r, got));
+    queue_release(r, got);
     return true;
   };
   for (uint32_t i = 0; i < short_lap + 10; ++i) {  // past the first lap's end
@@ -240,7 +240,7 @@ TEST(ShmQueue, DeadProducersLapEndIsCommittedAsALapEnd) {
   ASSERT_EQ(got, c);
   EXPECT_EQ(got->h.opcode, op::nop);
   ASSERT_EQ(queue_step(r, got), queue_cells - short_lap);
-  queue_release_n(r, queue_step(r, got));
+  queue_release(r, got);
   EXPECT_EQ(queue_peek(r), nullptr);
   EXPECT_EQ(queue_stalled(r), nullptr);
   cell* next = queue_claim(r, true);

@@ -301,8 +301,9 @@ inline void queue_release_n(region_view r, uint32_t n) noexcept {
 }
 // A dead producer's claimed-but-uncommitted head cell, turned into a nop.
 cell* queue_stalled(region_view r) noexcept;
-// Releases the cell queue_peek returned.
-void queue_release(region_view r, cell* c) noexcept;
+// Releases the cell queue_peek returned, and after a cell that ended its
+// lap the rest of that lap (queue_step).
+void queue_release(region_view r, const cell* c) noexcept;
 
 bool valid_name(const std::string& name) noexcept;
 // Addresses are "fi_shm://<name>": the one spelling of the prefix.

@@ -494,8 +494,8 @@ cell* queue_stalled(region_view r) noexcept {
   return c;
 }
 
-void queue_release(region_view r, cell*) noexcept {
-  queue_release_n(r, 1);
+void queue_release(region_view r, const cell* c) noexcept {
+  queue_release_n(r, queue_step(r, c));
 }
 
 }  // namespace weft::shm
