@@ -39,6 +39,10 @@ struct part {
   // (every round), more when a round costs a system call and would find
   // nothing pressing.
   static uint64_t round_gap_us(endpoint& e) noexcept;
+  // Something arrived since the last round, where the part can tell by a
+  // load or two (tcp's ready_watch): the owner runs a round now, whatever
+  // the gap. false where it cannot tell.
+  static bool woke(endpoint& e) noexcept;
 };
 
 }  // namespace weft

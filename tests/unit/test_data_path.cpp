@@ -18,6 +18,7 @@
 #ifndef WEFT_TEST_PROV_PREFIX  // weft's own objects are linked in (not the plugin's run): white-box checks
 #include "prov/lnx/lnx.hpp"
 #include "prov/shm/shm_part.hpp"
+#include "prov/tcp/tcp.hpp"
 #include "prov/tcp/tcp_part.hpp"
 #define WEFT_WHITE_BOX 1
 #endif
@@ -1325,12 +1326,13 @@ TEST_P(data_path, CompletionWaitsForWhatTheReceiverOwes) {
   });
 }
 
-// The linked provider polls its tcp part (a system call) at most once per
-// the gap that part names: 1 ms while it has no connection (every peer on
-// this host: only a peer's first connection waits for it), 20 us at most
-// once one is open. Under lnx on two hosts rank 1 is remote: after the
-// exchange rank 0 has a connection.
-TEST_P(data_path, LinkedTcpPartPollsRarelyWithoutAConnection) {
+// The linked provider's tcp part, idle, is not polled every round (a round
+// is an epoll_wait system call): where io_uring works its poller arms a
+// watch on its epoll set once nothing is hot, and a remote message fires it
+// (one load, tcp::part::woke) before any round of the tcp part ran; the
+// gap between rounds is then only the bound on deadline checks. Without
+// io_uring: 1 ms with no connection, at most 20 us with one.
+TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
   if (strcmp(GetParam().prov, "lnx") != 0) GTEST_SKIP() << "the linked provider's tcp part";
 #ifndef WEFT_WHITE_BOX
   GTEST_SKIP() << "looks at the endpoint's parts (white box)";
@@ -1340,13 +1342,58 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWithoutAConnection) {
     ASSERT_TRUE(p.swap_with_peer(&mine, &theirs, sizeof mine));
     EXPECT_EQ(theirs, 41 - uint64_t(p.rank));
     auto& e = static_cast<weft::lnx::ep&>(*weft::endpoint::of(p.ep));
-    const uint64_t gap = weft::tcp::part::round_gap_us(*e.tcp);
-    if (weft_test::is_hosts_mode(weft_test::current_mode()))
-      EXPECT_LE(gap, 20u) << "rank " << p.rank << " talks to its peer over tcp";
-    else
-      EXPECT_EQ(gap, 1000u) << "rank " << p.rank << ": no tcp connection, yet polled as if there were";
+    const bool remote = weft_test::is_hosts_mode(weft_test::current_mode());
     // The shm part alone is polled every round.
     EXPECT_EQ(weft::shm::part::round_gap_us(*e.shm), 0u);
+    EXPECT_FALSE(weft::shm::part::woke(*e.shm));
+    // Rounds until the tcp part is idle (a connection read eagerly cools
+    // after 1 ms without traffic), then until its next round (at most the
+    // gap away) has armed the watch, where io_uring works.
+    fi_cq_tagged_entry ce;
+    auto rounds_until = [&](auto done, std::chrono::milliseconds most) {
+      const auto until = std::chrono::steady_clock::now() + most;
+      while (!done() && std::chrono::steady_clock::now() < until) ASSERT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
+    };
+    rounds_until([&] { return weft::tcp::part::round_gap_us(*e.tcp) != 0; }, std::chrono::milliseconds(5000));
+    ASSERT_NE(weft::tcp::part::round_gap_us(*e.tcp), 0u) << "rank " << p.rank << ": the tcp part never went idle";
+    rounds_until([&] { return weft::tcp::ep::of(*e.tcp).poll->watching(); }, std::chrono::milliseconds(100));
+    const uint64_t gap = weft::tcp::part::round_gap_us(*e.tcp);
+    const bool watching = weft::tcp::ep::of(*e.tcp).poll->watching();
+    if (watching)
+      EXPECT_EQ(gap, 1000u) << "rank " << p.rank << ": watched, polled only to check deadlines";
+    else if (remote)
+      EXPECT_EQ(gap, 20u) << "rank " << p.rank << " talks to its peer over tcp, no watch";
+    else
+      EXPECT_EQ(gap, 1000u) << "rank " << p.rank << ": no tcp connection, yet polled as if there were";
+    if (!remote || !watching) {
+      p.barrier();
+      return;
+    }
+    // A message over tcp to an idle rank 0: the watch fires with no round
+    // run, and the next read takes the message.
+    uint64_t in = 0, out = 0x5eed;
+    if (p.rank == 0) {
+      ASSERT_EQ(fi_trecv(p.ep, &in, sizeof in, nullptr, FI_ADDR_UNSPEC, 0x77, 0, &in), 0);
+      // Armed and quiet (an edge our own earlier send left, its room back
+      // after the peer's acknowledgement, may fire the watch once: the
+      // round that follows takes it and arms again).
+      rounds_until([&] { return weft::tcp::ep::of(*e.tcp).poll->watching() && !weft::tcp::part::woke(*e.tcp); },
+                   std::chrono::milliseconds(2000));
+      ASSERT_TRUE(weft::tcp::ep::of(*e.tcp).poll->watching());
+    }
+    p.barrier();
+    if (p.rank == 1) {
+      ASSERT_EQ(fi_tinject(p.ep, &out, sizeof out, p.addr[0], 0x77), 0);
+      rounds_until([] { return false; }, std::chrono::milliseconds(200));  // whatever the send left queued goes
+    } else {
+      const auto until2 = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!weft::tcp::part::woke(*e.tcp) && std::chrono::steady_clock::now() < until2) {}
+      EXPECT_TRUE(weft::tcp::part::woke(*e.tcp)) << "the arrival fires the watch";
+      ASSERT_EQ(p.wait_cq(&ce, nullptr, 5000), 1);
+      EXPECT_EQ(ce.op_context, &in);
+      EXPECT_EQ(in, 0x5eedu);
+    }
+    p.barrier();
   });
 #endif
 }

@@ -1,12 +1,16 @@
 // The tcp transport over real sockets on loopback: handshake, auth_key,
 // versions, timeouts, zero-copy frames with partial writes and reads, flow
 // control, hostile peers, simultaneous connects, 1,024 connections and
-// running out of descriptors. Every payload is checked byte for byte.
+// running out of descriptors, the io_uring watch an idle poller arms.
+// Every payload is checked byte for byte.
+#include <fcntl.h>
 #include <linux/sockios.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
+#include "common/ready_watch.hpp"
 #include "tcp_harness.hpp"
 
 namespace {
@@ -782,6 +786,89 @@ TEST(TcpProgress, EpollFdWakesASleeperAndPollingStaysOffEpoll) {
   const auto t0 = std::chrono::steady_clock::now();
   f.srv.p.wait(50);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(40));
+}
+
+// ------------------------------------------------------------ the idle watch
+// The io_uring watch alone, on a pipe in an epoll set (edge-triggered, as
+// the poller's sockets are): it fires on a write, not before, once per arm;
+// armed on a set that is readable already it fires at once.
+TEST(ReadyWatch, FiresOnceReadableAndOncePerArm) {
+  int pfd[2];
+  ASSERT_EQ(pipe2(pfd, O_NONBLOCK | O_CLOEXEC), 0);
+  const int ep = epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(ep, 0);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  ASSERT_EQ(epoll_ctl(ep, EPOLL_CTL_ADD, pfd[0], &ev), 0);
+  {
+    weft::ready_watch w;
+    EXPECT_FALSE(w.fired());
+    if (!w.arm(ep)) {
+      EXPECT_TRUE(w.broken());
+      EXPECT_FALSE(w.armed());
+      EXPECT_FALSE(w.arm(ep)) << "a watch that cannot work never arms";
+      ::close(ep), ::close(pfd[0]), ::close(pfd[1]);
+      GTEST_SKIP() << "io_uring is not available here: the owners poll by the clock";
+    }
+    EXPECT_TRUE(w.armed());
+    EXPECT_FALSE(w.arm(ep)) << "one request at a time";
+    for (int i = 0; i < 1000; ++i) EXPECT_FALSE(w.fired());
+    w.reset();  // not fired yet: stays armed
+    EXPECT_TRUE(w.armed());
+    ASSERT_EQ(write(pfd[1], "x", 1), 1);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!w.fired() && std::chrono::steady_clock::now() < until) {}
+    ASSERT_TRUE(w.fired());
+    w.reset();
+    EXPECT_FALSE(w.armed());
+    EXPECT_FALSE(w.fired());
+    // The set is still readable (its event not taken): the next arm fires at once.
+    ASSERT_TRUE(w.arm(ep));
+    const auto until2 = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!w.fired() && std::chrono::steady_clock::now() < until2) {}
+    EXPECT_TRUE(w.fired());
+    w.reset();
+    // Taken: armed again, it waits for the next write.
+    epoll_event out[4];
+    EXPECT_EQ(epoll_wait(ep, out, 4, 0), 1);
+    char b[8];
+    EXPECT_EQ(read(pfd[0], b, sizeof b), 1);
+    ASSERT_TRUE(w.arm(ep));
+    for (int i = 0; i < 1000; ++i) EXPECT_FALSE(w.fired());
+    ASSERT_EQ(write(pfd[1], "y", 1), 1);
+    const auto until3 = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!w.fired() && std::chrono::steady_clock::now() < until3) {}
+    EXPECT_TRUE(w.fired());
+    EXPECT_FALSE(w.broken());
+  }  // destroyed armed: its ring closes with the request
+  ::close(ep), ::close(pfd[0]), ::close(pfd[1]);
+}
+
+// A poller asked to watch while idle arms the watch after a round that
+// leaves nothing hot; a frame arriving fires it before any round of the
+// receiver runs, and the round that follows reads the frame.
+TEST(TcpProgress, IdleWatchFiresOnAnArrival) {
+  pair_fixture f;
+  ASSERT_TRUE(f.s);
+  f.srv.p.watch_when_idle();
+  ASSERT_TRUE(run_until({&f.cli.p, &f.srv.p}, [&] { return f.srv.p.trywait() == 0; }));
+  f.srv.p.progress();  // a round with nothing hot: the watch is armed
+  if (!f.srv.p.watching()) GTEST_SKIP() << "io_uring is not available here: the owners poll by the clock";
+  EXPECT_FALSE(f.srv.p.woke());
+  out_frame a(100, 9);
+  ASSERT_GE(f.c->send(a.e), 0);
+  f.cli.p.progress();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!f.srv.p.woke() && std::chrono::steady_clock::now() < until) {}
+  ASSERT_TRUE(f.srv.p.woke()) << "the arrival fires the watch (no round of the receiver ran)";
+  ASSERT_TRUE(run_until({&f.srv.p}, [&] { return f.srv.owner.frames.size() == 1; }));
+  EXPECT_EQ(f.srv.owner.frames[0].data, a.data);
+  EXPECT_FALSE(f.srv.p.woke()) << "the round took the completion";
+  EXPECT_FALSE(f.srv.p.watching()) << "a hot connection: no watch while it is read every round";
+  // Cooled again, the poller watches again.
+  ASSERT_TRUE(run_until({&f.cli.p, &f.srv.p}, [&] { return f.srv.p.trywait() == 0; }));
+  f.srv.p.progress();
+  EXPECT_TRUE(f.srv.p.watching());
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // prov/lnx: the endpoint — two parts behind one fid_ep. Sends, RMA and
 // atomics take one branch on the peer's path (decided at fi_av_insert) and
 // go to the part's own data path; receives are the one matcher both parts
-// feed; progress drives both parts (an idle tcp part once per 20 us, once
-// per 1 ms while it has no connection: polling it costs a system call,
-// shm's costs a few loads).
+// feed; progress drives both parts (an idle tcp part when its ready watch
+// says a socket woke, or once per the gap it names: polling it costs a
+// system call, shm's costs a few loads).
 #include <cstring>
 
 #include "common/clock.hpp"
@@ -19,14 +19,15 @@ namespace weft::lnx {
 namespace {
 
 constexpr size_t inject_max = std::min(shm::part_inject_max, tcp::part_inject_max);
-// An idle tcp part (no connection being read eagerly) is polled at most
-// once per the gap it names (tcp::part::round_gap_us: 20 us with
-// connections open, 1 ms with none): its round is an epoll_wait system
-// call (about 1 us on this VM), which every 256th round cost the shm
-// part's 8-byte latency a third of its mean. The clock is read every
-// idle_tcp_look_every rounds (26 ns a read here); a message that wakes a
-// cold connection waits at most the gap and that many rounds, and a busy
-// connection is polled every round.
+// An idle tcp part (no connection being read eagerly) is polled when it
+// says a socket woke (tcp::part::woke: one load of its io_uring completion
+// queue, tcp_progress.hpp) and otherwise at most once per the gap it names
+// (tcp::part::round_gap_us: 1 ms while that watch is armed; without
+// io_uring 20 us with connections open, 1 ms with none): its round is an
+// epoll_wait system call (about 1 us on this VM), which every 256th round
+// cost the shm part's 8-byte latency a third of its mean. The clock is read
+// every idle_tcp_look_every rounds (26 ns a read here); a busy connection
+// is polled every round.
 constexpr uint32_t idle_tcp_look_every = 16;
 
 // FI_FENCE: a fenced operation waits for the earlier ones of both parts;
@@ -105,7 +106,7 @@ void progress(weft::endpoint& base) noexcept {
   if (!e.enabled) [[unlikely]]
     return;
   shm::part::progress(*e.shm);
-  if (const uint64_t gap = tcp::part::round_gap_us(*e.tcp)) {
+  if (const uint64_t gap = tcp::part::round_gap_us(*e.tcp); gap && !tcp::part::woke(*e.tcp)) {
     if ((++e.rounds & (idle_tcp_look_every - 1)) != 0) return;
     const uint64_t now = now_us();
     if (now - e.tcp_polled_us < gap) return;

@@ -256,5 +256,9 @@ template <>
 uint64_t part<shm::part_tag>::round_gap_us(endpoint&) noexcept {
   return 0;  // a round is a few loads
 }
+template <>
+bool part<shm::part_tag>::woke(endpoint&) noexcept {
+  return false;  // polled every round: nothing to say
+}
 
 }  // namespace weft

@@ -542,6 +542,7 @@ template <>
 endpoint* part<tcp::part_tag>::open(domain& part_domain, const fi_info* info) {
   if (info->ep_attr && info->ep_attr->type != FI_EP_RDM) fail(FI_EINVAL, "tcp: a part is an RDM endpoint");
   auto e = tcp::make_ep(part_domain, info, nullptr);
+  e->poll->watch_when_idle();  // the owner polls us rarely while idle: the watch says when to
   part_domain.users_.add();
   return e.release();
 }
@@ -569,16 +570,23 @@ void part<tcp::part_tag>::progress(endpoint& e) noexcept {
 template <>
 uint64_t part<tcp::part_tag>::round_gap_us(endpoint& base) noexcept {
   // A round with no connection being read eagerly is an epoll_wait system
-  // call (about 1 us on this VM). With connections open, at most every 20
-  // us: a message that wakes a cold connection waits at most that. With
-  // none (an lnx endpoint whose peers all share its host) every 1 ms: only
-  // a peer's first connection waits for it, where a round every 20 us cost
-  // the shm part's 8-byte ping-pong a quarter of its mean
+  // call (about 1 us on this VM). While the poller's ready_watch is armed,
+  // woke() tells the owner when a socket woke, and the gap is only the
+  // bound on the deadlines' checks (handshakes, parked messages): 1 ms.
+  // Without the watch (no io_uring here) the gap is the bound on a wakeup's
+  // wait too: 20 us with connections open, 1 ms with none (an lnx
+  // endpoint whose peers all share its host), where a round every 20 us
+  // cost the shm part's 8-byte ping-pong a quarter of its mean
   // (docs/performance.md, "The linked provider's idle tcp part").
-  constexpr uint64_t idle_gap_us = 20, unconnected_gap_us = 1000;
+  constexpr uint64_t idle_gap_us = 20, unconnected_gap_us = 1000, watched_gap_us = 1000;
   tcp::ep& e = tcp::ep::of(base);
   if (e.poll->hot_count() != 0 || !e.deferred.empty()) return 0;
+  if (e.poll->watching()) return watched_gap_us;
   return e.poll->conn_count() == 0 ? unconnected_gap_us : idle_gap_us;
+}
+template <>
+bool part<tcp::part_tag>::woke(endpoint& base) noexcept {
+  return tcp::ep::of(base).poll->woke();
 }
 
 }  // namespace weft

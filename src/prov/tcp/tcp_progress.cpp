@@ -309,9 +309,14 @@ int poller::progress() noexcept {
   int work = 0;
   ++in_progress_;
   ++round_;
+  if (watch_idle_) idle_watch_.reset();  // before epoll_wait: a wakeup after it fires the next watch
   if (n_hot_ == 0 || round_ % cfg_.epoll_every == 0) work += poll_epoll(0);
+  bool listener_hot = false;
   for (listener* l = listeners_; l; l = l->next_)
-    if (l->hot_) work += accept_some(*l);
+    if (l->hot_) {
+      work += accept_some(*l);
+      listener_hot |= l->hot_;
+    }
   for (conn* c = hot_head_; c;) {
     const int w = c->poll();
     work += w;
@@ -332,7 +337,13 @@ int poller::progress() noexcept {
     c = next;
   }
   if (n_timed_ && now_ns() >= next_check_ns_) check_deadlines();
-  if (--in_progress_ == 0) reap();
+  if (--in_progress_ == 0) {
+    reap();
+    // Nothing hot: what happens next raises an edge in the epoll set, and
+    // the watch (one system call to arm, once per wakeup) sees it. Armed
+    // on a set that is readable already, it fires at once.
+    if (watch_idle_ && n_hot_ == 0 && !listener_hot && !idle_watch_.armed()) idle_watch_.arm(ep_.get());
+  }
   return work;
 }
 

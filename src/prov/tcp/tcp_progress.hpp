@@ -27,6 +27,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/ready_watch.hpp"
 #include "prov/tcp/tcp_conn.hpp"
 #include "prov/tcp/tcp_sock.hpp"
 
@@ -105,6 +106,17 @@ public:
   size_t conn_count() const noexcept { return n_conns_; }
   size_t hot_count() const noexcept { return n_hot_; }
 
+  // For an owner that runs rounds only now and then while nothing is hot
+  // (the linked provider's tcp part, which the shm part's rounds keep
+  // busy): once asked to, every round that leaves nothing hot arms a
+  // ready_watch on the epoll set, and woke() says by one load whether a
+  // socket woke since (a round takes the watch's completion). watching():
+  // the watch is armed; never where io_uring is not available, and then the
+  // owner polls by the clock as before.
+  void watch_when_idle() noexcept { watch_idle_ = true; }
+  bool watching() const noexcept { return idle_watch_.armed(); }
+  bool woke() const noexcept { return idle_watch_.fired(); }
+
 private:
   friend class conn;
   void add_conn(conn* c) noexcept;
@@ -133,6 +145,8 @@ private:
   uint64_t next_check_ns_ = 0;
   listener* listeners_ = nullptr;
   conn* dead_ = nullptr;  // released during progress: freed at its end
+  bool watch_idle_ = false;
+  ready_watch idle_watch_;  // armed on ep_ after a round that left nothing hot (watch_when_idle)
 };
 
 // Monotonic clock in nanoseconds.
