@@ -92,6 +92,30 @@ cell* put_cell(region_view r, op o, uint64_t tag = 0, bool exchange = false) {
   return c;
 }
 
+// Protocol 10: in a real region every cell's header line and first payload
+// line form one 128-byte aligned pair, in every lap, and a message in a
+// cell's payload stays inside its cell.
+TEST(ShmQueue, EveryCellStartsAnAlignedPairOfLines) {
+  own_region reg("qalign_");
+  region_view r = reg.r;
+  for (uint32_t i = 0; i < queue_cells; ++i) {
+    const auto at = reinterpret_cast<uintptr_t>(&r.cells()[i]);
+    ASSERT_EQ(at % 128, 0u) << "cell " << i;
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(r.cells()[i].payload), at + 64) << "cell " << i;
+    ASSERT_LE(reinterpret_cast<uintptr_t>(r.cells()[i].payload + inject_max),
+              reinterpret_cast<uintptr_t>(i + 1 < queue_cells ? &r.cells()[i + 1] : r.cells() + queue_cells));
+  }
+  // The cells a producer claims over three laps are those same cells.
+  for (uint32_t n = 0; n < 3 * queue_cells; ++n) {
+    cell* c = put_cell(r, op::nop);
+    ASSERT_NE(c, nullptr);
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(c) % 128, 0u);
+    cell* got = queue_peek(r);
+    ASSERT_EQ(got, c);
+    queue_release(r, got);
+  }
+}
+
 TEST(ShmQueue, FullQueueRefusesThenRecovers) {
   own_region reg("qfull_");
   region_view r = reg.r;

@@ -40,7 +40,7 @@ namespace weft::shm {
 inline constexpr size_t cacheline = 64;
 inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
-inline constexpr uint32_t proto_version = 9;
+inline constexpr uint32_t proto_version = 10;
 
 inline constexpr size_t name_max = 64;            // an endpoint name, NUL included
 inline constexpr size_t inject_max = 4096;        // payload bytes in one cell
@@ -141,11 +141,16 @@ static_assert(offsetof(cell_hdr, src) == 12 && offsetof(cell_hdr, flags) == 14 &
 static_assert(peer_slots_max <= 65536, "src is 16 bits");
 static_assert(peer_slots_max % peer_chunk == 0);
 
-struct cell {
+// Every cell starts on a 128-byte boundary (protocol 10), so that its
+// header line and its first payload line are one aligned pair of lines: a
+// message of 17-64 bytes then crosses as fast as one of 16
+// (docs/shm-protocol.md, "Cells on 128-byte boundaries"). The last line of
+// a cell (64 bytes after the payload) is padding.
+struct alignas(2 * cacheline) cell {
   cell_hdr h;
   alignas(cacheline) unsigned char payload[inject_max];
 };
-static_assert(sizeof(cell) == cacheline + inject_max);
+static_assert(sizeof(cell) == 2 * cacheline + inject_max && sizeof(cell) % (2 * cacheline) == 0);
 
 // Payload of op::rndv: where the sender's data is, for process_vm_readv.
 struct rndv_desc {
@@ -302,7 +307,7 @@ inline constexpr size_t region_table_bytes(uint32_t slots) {
 }
 inline constexpr size_t region_size = region_table_bytes(peer_chunk);
 inline constexpr size_t region_map_size = region_table_bytes(peer_slots_max);
-static_assert(region_split_off % cacheline == 0 && region_queue_off % cacheline == 0 &&
+static_assert(region_split_off % cacheline == 0 && region_queue_off % (2 * cacheline) == 0 &&
               region_peers_off % cacheline == 0);
 
 // The domain region's registration table: open addressing by key, each slot
