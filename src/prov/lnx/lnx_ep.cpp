@@ -101,18 +101,26 @@ int enable(weft::endpoint& base) {
   return 0;
 }
 
+// The tcp part's round, when it is due, comes before the shm part's: a
+// round whose shm part takes a message then returns to its caller at once
+// (the message's completion and the caller's answer wait for that return),
+// instead of checking on tcp first.
 void progress(weft::endpoint& base) noexcept {
   ep& e = ep::of(base);
   if (!e.enabled) [[unlikely]]
     return;
-  shm::part::progress(*e.shm);
+  bool tcp_due = true;
   if (const uint64_t gap = tcp::part::round_gap_us(*e.tcp); gap && !tcp::part::woke(*e.tcp)) {
-    if ((++e.rounds & (idle_tcp_look_every - 1)) != 0) return;
-    const uint64_t now = now_us();
-    if (now - e.tcp_polled_us < gap) return;
-    e.tcp_polled_us = now;
+    if ((++e.rounds & (idle_tcp_look_every - 1)) != 0) {
+      tcp_due = false;
+    } else if (const uint64_t now = now_us(); now - e.tcp_polled_us < gap) {
+      tcp_due = false;
+    } else {
+      e.tcp_polled_us = now;
+    }
   }
-  tcp::part::progress(*e.tcp);
+  if (tcp_due) tcp::part::progress(*e.tcp);
+  shm::part::progress(*e.shm);
 }
 
 // fi_trywait: both parts arm (each puts its own fds in the wait objects).
