@@ -60,7 +60,6 @@ bool ready_watch::open() noexcept {
   cq_tail_ = at<unsigned>(cq, p.cq_off.tail);
   cq_mask_ = at<unsigned>(cq, p.cq_off.ring_mask);
   cqes_ = at<io_uring_cqe>(cq, p.cq_off.cqes);
-  sqes_ = sqe_map_;
   cq_seen_ = __atomic_load_n(cq_head_, __ATOMIC_ACQUIRE);
   return true;
 }
@@ -73,7 +72,7 @@ bool ready_watch::arm(int fd) noexcept {
   }
   const unsigned tail = *sq_tail_;
   const unsigned i = tail & *sq_mask_;
-  auto* sqe = static_cast<io_uring_sqe*>(sqes_) + i;
+  auto* sqe = static_cast<io_uring_sqe*>(sqe_map_) + i;
   memset(sqe, 0, sizeof *sqe);
   sqe->opcode = IORING_OP_POLL_ADD;
   sqe->fd = fd;

@@ -52,7 +52,7 @@ private:
   bool armed_ = false;
   void* sq_map_ = nullptr;  // the submission ring (and the completion ring, one map on kernels since 5.4)
   void* cq_map_ = nullptr;  // the completion ring when it is a map of its own
-  void* sqe_map_ = nullptr;
+  void* sqe_map_ = nullptr;  // the submission entries
   unsigned long sq_map_len_ = 0, cq_map_len_ = 0, sqe_map_len_ = 0;
   unsigned* sq_tail_ = nullptr;
   unsigned* sq_mask_ = nullptr;
@@ -62,7 +62,6 @@ private:
   unsigned* cq_mask_ = nullptr;
   const void* cqes_ = nullptr;
   unsigned cq_seen_ = 0;  // the completion tail we took up to (the head we published)
-  void* sqes_ = nullptr;
 };
 
 }  // namespace weft

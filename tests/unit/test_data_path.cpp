@@ -1350,22 +1350,23 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
     // after 1 ms without traffic), then until its next round (at most the
     // gap away) has armed the watch, where io_uring works.
     fi_cq_tagged_entry ce;
+    auto watching = [&] { return weft::tcp::ep::of(*e.tcp).poll->watching(); };
     auto rounds_until = [&](auto done, std::chrono::milliseconds most) {
       const auto until = std::chrono::steady_clock::now() + most;
       while (!done() && std::chrono::steady_clock::now() < until) ASSERT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
     };
     rounds_until([&] { return weft::tcp::part::round_gap_us(*e.tcp) != 0; }, std::chrono::milliseconds(5000));
     ASSERT_NE(weft::tcp::part::round_gap_us(*e.tcp), 0u) << "rank " << p.rank << ": the tcp part never went idle";
-    rounds_until([&] { return weft::tcp::ep::of(*e.tcp).poll->watching(); }, std::chrono::milliseconds(100));
+    rounds_until(watching, std::chrono::milliseconds(100));
     const uint64_t gap = weft::tcp::part::round_gap_us(*e.tcp);
-    const bool watching = weft::tcp::ep::of(*e.tcp).poll->watching();
-    if (watching)
+    const bool watched = watching();
+    if (watched)
       EXPECT_EQ(gap, 1000u) << "rank " << p.rank << ": watched, polled only to check deadlines";
     else if (remote)
       EXPECT_EQ(gap, 20u) << "rank " << p.rank << " talks to its peer over tcp, no watch";
     else
       EXPECT_EQ(gap, 1000u) << "rank " << p.rank << ": no tcp connection, yet polled as if there were";
-    if (!remote || !watching) {
+    if (!remote || !watched) {
       p.barrier();
       return;
     }
@@ -1377,9 +1378,8 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
       // Armed and quiet (an edge our own earlier send left, its room back
       // after the peer's acknowledgement, may fire the watch once: the
       // round that follows takes it and arms again).
-      rounds_until([&] { return weft::tcp::ep::of(*e.tcp).poll->watching() && !weft::tcp::part::woke(*e.tcp); },
-                   std::chrono::milliseconds(2000));
-      ASSERT_TRUE(weft::tcp::ep::of(*e.tcp).poll->watching());
+      rounds_until([&] { return watching() && !weft::tcp::part::woke(*e.tcp); }, std::chrono::milliseconds(2000));
+      ASSERT_TRUE(watching());
     }
     p.barrier();
     if (p.rank == 1) {

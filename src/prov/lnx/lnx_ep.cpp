@@ -101,6 +101,19 @@ int enable(weft::endpoint& base) {
   return 0;
 }
 
+// Whether the tcp part's round is due: every round while it is busy or
+// its watch fired, else once per its gap (the clock read every
+// idle_tcp_look_every rounds).
+bool tcp_due(ep& e) noexcept {
+  const uint64_t gap = tcp::part::round_gap_us(*e.tcp);
+  if (!gap || tcp::part::woke(*e.tcp)) return true;
+  if ((++e.rounds & (idle_tcp_look_every - 1)) != 0) return false;
+  const uint64_t now = now_us();
+  if (now - e.tcp_polled_us < gap) return false;
+  e.tcp_polled_us = now;
+  return true;
+}
+
 // The tcp part's round, when it is due, comes before the shm part's: a
 // round whose shm part takes a message then returns to its caller at once
 // (the message's completion and the caller's answer wait for that return),
@@ -109,17 +122,7 @@ void progress(weft::endpoint& base) noexcept {
   ep& e = ep::of(base);
   if (!e.enabled) [[unlikely]]
     return;
-  bool tcp_due = true;
-  if (const uint64_t gap = tcp::part::round_gap_us(*e.tcp); gap && !tcp::part::woke(*e.tcp)) {
-    if ((++e.rounds & (idle_tcp_look_every - 1)) != 0) {
-      tcp_due = false;
-    } else if (const uint64_t now = now_us(); now - e.tcp_polled_us < gap) {
-      tcp_due = false;
-    } else {
-      e.tcp_polled_us = now;
-    }
-  }
-  if (tcp_due) tcp::part::progress(*e.tcp);
+  if (tcp_due(e)) tcp::part::progress(*e.tcp);
   shm::part::progress(*e.shm);
 }
 
