@@ -38,6 +38,11 @@ public:
   bool fired() const noexcept {
     return armed_ && __atomic_load_n(cq_tail_, __ATOMIC_ACQUIRE) != cq_seen_;
   }
+  // The word fired() compares, and the value it compares it with: while
+  // armed, fired() is `*fired_word() != fired_seen()` (what an owner may
+  // copy and check without this object; both hold until reset()).
+  const unsigned* fired_word() const noexcept { return cq_tail_; }
+  unsigned fired_seen() const noexcept { return cq_seen_; }
   // Once fired: takes the completion, and the watch is no longer armed.
   // Before that it does nothing (the request stays pending).
   void reset() noexcept;

@@ -15,6 +15,24 @@ namespace weft {
 
 struct atomic_call;  // util/ep_ops.hpp
 
+// What an owner that runs a part's rounds only now and then reads between
+// them, instead of calling round_gap_us and woke every round (two calls
+// and a chain of loads on the path of every message of the other part):
+// taken after a round (part<T>::probe), valid until the next one, and
+// each of its checks one load of a word the part or the kernel writes.
+struct part_probe {
+  uint64_t gap_us = 0;             // round_gap_us() after that round
+  const size_t* hot = nullptr;     // nonzero: something went hot since (a send, a connection)
+  const unsigned* wake = nullptr;  // woke(): this word differs from wake_seen (nullptr: never)
+  unsigned wake_seen = 0;
+
+  // A round is due now: every round while the gap is 0, or once the part
+  // says so; else the owner's clock decides (at most gap_us apart).
+  bool due() const noexcept {
+    return gap_us == 0 || *hot != 0 || (wake && __atomic_load_n(wake, __ATOMIC_ACQUIRE) != wake_seen);
+  }
+};
+
 template <class Transport>
 struct part {
   // An RDM endpoint named from info->src_addr as fi_endpoint names one (not
@@ -43,6 +61,9 @@ struct part {
   // load or two (tcp's ready_watch): the owner runs a round now, whatever
   // the gap. false where it cannot tell.
   static bool woke(endpoint& e) noexcept;
+  // The probe of the part as the round just run left it (gap_us 0 where
+  // every round is due).
+  static part_probe probe(endpoint& e) noexcept;
 };
 
 }  // namespace weft

@@ -1331,7 +1331,8 @@ TEST_P(data_path, CompletionWaitsForWhatTheReceiverOwes) {
 // watch on its epoll set once nothing is hot, and a remote message fires it
 // (one load, tcp::part::woke) before any round of the tcp part ran; the
 // gap between rounds is then only the bound on deadline checks. Without
-// io_uring: 1 ms with no connection, at most 20 us with one.
+// io_uring: 1 ms with no connection, at most 20 us with one. lnx reads
+// all this between the part's rounds from the probe its last round left.
 TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
   if (strcmp(GetParam().prov, "lnx") != 0) GTEST_SKIP() << "the linked provider's tcp part";
 #ifndef WEFT_WHITE_BOX
@@ -1346,6 +1347,7 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
     // The shm part alone is polled every round.
     EXPECT_EQ(weft::shm::part::round_gap_us(*e.shm), 0u);
     EXPECT_FALSE(weft::shm::part::woke(*e.shm));
+    EXPECT_EQ(weft::shm::part::probe(*e.shm).gap_us, 0u);
     // Rounds until the tcp part is idle (a connection read eagerly cools
     // after 1 ms without traffic), then until its next round (at most the
     // gap away) has armed the watch, where io_uring works.
@@ -1360,6 +1362,10 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
     rounds_until(watching, std::chrono::milliseconds(100));
     const uint64_t gap = weft::tcp::part::round_gap_us(*e.tcp);
     const bool watched = watching();
+    // What lnx reads between the tcp part's rounds (part_probe) says the
+    // same as the calls: the gap, and the watch's word while it is armed.
+    EXPECT_EQ(e.tcp_probe.gap_us, gap);
+    EXPECT_EQ(e.tcp_probe.wake != nullptr, watched);
     if (watched)
       EXPECT_EQ(gap, 1000u) << "rank " << p.rank << ": watched, polled only to check deadlines";
     else if (remote)
@@ -1380,6 +1386,7 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
       // round that follows takes it and arms again).
       rounds_until([&] { return watching() && !weft::tcp::part::woke(*e.tcp); }, std::chrono::milliseconds(2000));
       ASSERT_TRUE(watching());
+      EXPECT_FALSE(e.tcp_probe.due()) << "an idle, watched tcp part is not due every round";
     }
     p.barrier();
     if (p.rank == 1) {
@@ -1389,6 +1396,7 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
       const auto until2 = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       while (!weft::tcp::part::woke(*e.tcp) && std::chrono::steady_clock::now() < until2) {}
       EXPECT_TRUE(weft::tcp::part::woke(*e.tcp)) << "the arrival fires the watch";
+      EXPECT_TRUE(e.tcp_probe.due()) << "and makes the tcp part's round due";
       ASSERT_EQ(p.wait_cq(&ce, nullptr, 5000), 1);
       EXPECT_EQ(ce.op_context, &in);
       EXPECT_EQ(in, 0x5eedu);

@@ -41,6 +41,7 @@
 #include "util/av.hpp"
 #include "util/domain.hpp"
 #include "util/ep.hpp"
+#include "util/ep_part.hpp"
 
 namespace weft::lnx {
 
@@ -102,6 +103,7 @@ struct ep final : weft::endpoint {
   weft::av* shm_av = nullptr;  // the shm part's mirror: a peer it holds is reached over shm
   uint32_t rounds = 0;         // progress calls: an idle tcp part is looked at every 16th
   uint64_t tcp_polled_us = 0;  // now_us() at the idle tcp part's last poll
+  part_probe tcp_probe;        // as the tcp part's last round left it (gap 0 until one ran)
 
   static ep& of(weft::endpoint& e) noexcept { return static_cast<ep&>(e); }
   // The peer `dest` is on this host: its path is shm.

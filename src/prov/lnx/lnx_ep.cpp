@@ -20,15 +20,23 @@ namespace {
 
 constexpr size_t inject_max = std::min(shm::part_inject_max, tcp::part_inject_max);
 // An idle tcp part (no connection being read eagerly) is polled when it
-// says a socket woke (tcp::part::woke: one load of its io_uring completion
-// queue, tcp_progress.hpp) and otherwise at most once per the gap it names
-// (tcp::part::round_gap_us: 1 ms while that watch is armed; without
-// io_uring 20 us with connections open, 1 ms with none): its round is an
-// epoll_wait system call (about 1 us on this VM), which every 256th round
-// cost the shm part's 8-byte latency a third of its mean. The clock is read
-// every idle_tcp_look_every rounds (26 ns a read here); a busy connection
-// is polled every round.
+// says a socket woke (its io_uring completion queue's tail moved,
+// tcp_progress.hpp) or something went hot, and otherwise at most once per
+// the gap it names (tcp::part::round_gap_us: 1 ms while that watch is
+// armed; without io_uring 20 us with connections open, 1 ms with none):
+// its round is an epoll_wait system call (about 1 us on this VM), which
+// every 256th round cost the shm part's 8-byte latency a third of its
+// mean. What it says comes from the probe its last round left
+// (part_probe: loads of words it and the kernel write, no call). The clock
+// is read every idle_tcp_look_every rounds (26 ns a read here); a busy
+// connection is polled every round.
 constexpr uint32_t idle_tcp_look_every = 16;
+
+// A round of the tcp part, and the probe it leaves.
+void tcp_round(ep& e) noexcept {
+  tcp::part::progress(*e.tcp);
+  e.tcp_probe = tcp::part::probe(*e.tcp);
+}
 
 // FI_FENCE: a fenced operation waits for the earlier ones of both parts;
 // the part it goes to checks its own, this checks the other.
@@ -36,7 +44,7 @@ constexpr uint32_t idle_tcp_look_every = 16;
   ep_guard g(e);
   if (local) {
     if (!tcp::part::busy(*e.tcp)) return false;
-    tcp::part::progress(*e.tcp);
+    tcp_round(e);
     return tcp::part::busy(*e.tcp);
   }
   if (!shm::part::busy(*e.shm)) return false;
@@ -101,15 +109,14 @@ int enable(weft::endpoint& base) {
   return 0;
 }
 
-// Whether the tcp part's round is due: every round while it is busy or
-// its watch fired, else once per its gap (the clock read every
+// Whether the tcp part's round is due: every round while it is busy, or
+// once its watch fired, else once per its gap (the clock read every
 // idle_tcp_look_every rounds).
 bool tcp_due(ep& e) noexcept {
-  const uint64_t gap = tcp::part::round_gap_us(*e.tcp);
-  if (!gap || tcp::part::woke(*e.tcp)) return true;
+  if (e.tcp_probe.due()) return true;
   if ((++e.rounds & (idle_tcp_look_every - 1)) != 0) return false;
   const uint64_t now = now_us();
-  if (now - e.tcp_polled_us < gap) return false;
+  if (now - e.tcp_polled_us < e.tcp_probe.gap_us) return false;
   e.tcp_polled_us = now;
   return true;
 }
@@ -122,7 +129,7 @@ void progress(weft::endpoint& base) noexcept {
   ep& e = ep::of(base);
   if (!e.enabled) [[unlikely]]
     return;
-  if (tcp_due(e)) tcp::part::progress(*e.tcp);
+  if (tcp_due(e)) tcp_round(e);
   shm::part::progress(*e.shm);
 }
 

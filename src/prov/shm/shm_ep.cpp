@@ -260,5 +260,9 @@ template <>
 bool part<shm::part_tag>::woke(endpoint&) noexcept {
   return false;  // polled every round: nothing to say
 }
+template <>
+part_probe part<shm::part_tag>::probe(endpoint&) noexcept {
+  return {};  // gap 0: every round
+}
 
 }  // namespace weft

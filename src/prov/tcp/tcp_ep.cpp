@@ -588,5 +588,20 @@ template <>
 bool part<tcp::part_tag>::woke(endpoint& base) noexcept {
   return tcp::ep::of(base).poll->woke();
 }
+template <>
+part_probe part<tcp::part_tag>::probe(endpoint& base) noexcept {
+  // Between rounds only make_hot raises what round_gap_us looks at (the
+  // hot count; the deferred list and the watch change in rounds), and the
+  // watch's completion says that a socket woke.
+  const tcp::poller& poll = *tcp::ep::of(base).poll;
+  part_probe p;
+  p.gap_us = round_gap_us(base);
+  p.hot = poll.hot_word();
+  if (poll.watching()) {
+    p.wake = poll.idle_watch().fired_word();
+    p.wake_seen = poll.idle_watch().fired_seen();
+  }
+  return p;
+}
 
 }  // namespace weft

@@ -116,6 +116,10 @@ public:
   void watch_when_idle() noexcept { watch_idle_ = true; }
   bool watching() const noexcept { return idle_watch_.armed(); }
   bool woke() const noexcept { return idle_watch_.fired(); }
+  const ready_watch& idle_watch() const noexcept { return idle_watch_; }
+  // The count hot_count() returns, where it lives: an owner between rounds
+  // reads it to learn that something went hot (make_hot).
+  const size_t* hot_word() const noexcept { return &n_hot_; }
 
 private:
   friend class conn;
