@@ -10,7 +10,9 @@
 //   LD_LIBRARY_PATH=build/lib taskset -c 0 build/tests/bin/self-loop
 //   LD_LIBRARY_PATH=build/lib valgrind --tool=callgrind build/tests/bin/self-loop 100000
 //
-//   usage: self-loop [ITERS] [PROVIDER] [empty|waited|source]   (default 2000000 shm)
+//   usage: self-loop [ITERS] [PROVIDER] [empty|waited|source|plain] [SIZE]
+//          (default 2000000 shm plain 8; SIZE up to 4096 bytes, fi_tinject
+//          while it fits the provider's inject size, else fi_tsend)
 //   "empty": only fi_cq_read on the empty CQ, ITERS times (the cost of a poll
 //   that finds nothing).
 //   "waited": one fi_cq_read of the empty CQ before each fi_tinject, so that
@@ -51,8 +53,10 @@ int main(int argc, char** argv) {
   bool empty = argc > 3 && !std::strcmp(argv[3], "empty");
   bool waited = argc > 3 && !std::strcmp(argv[3], "waited");
   bool source = argc > 3 && !std::strcmp(argv[3], "source");
-  if (iters <= 0 || (argc > 3 && !empty && !waited && !source)) {
-    std::fprintf(stderr, "usage: self-loop [ITERS] [PROVIDER] [empty|waited|source]\n");
+  bool plain = argc > 3 && !std::strcmp(argv[3], "plain");
+  long size = argc > 4 ? std::atol(argv[4]) : 8;
+  if (iters <= 0 || (argc > 3 && !empty && !waited && !source && !plain) || size < 1 || size > 4096) {
+    std::fprintf(stderr, "usage: self-loop [ITERS] [PROVIDER] [empty|waited|source|plain] [SIZE]\n");
     return 2;
   }
   fi_info* hints = fi_allocinfo();
@@ -86,7 +90,10 @@ int main(int argc, char** argv) {
   check("fi_getname", fi_getname(&ep->fid, addr, &alen));
   fi_addr_t self;
   if (fi_av_insert(av, addr, 1, &self, 0, nullptr) != 1) fail("fi_av_insert", -FI_EINVAL);
-  char sbuf[8] = "abcdefg", rbuf[8];
+  static char sbuf[4096], rbuf[4096];
+  const size_t len = static_cast<size_t>(size);
+  for (size_t i = 0; i < len; ++i) sbuf[i] = static_cast<char>('a' + i % 26);
+  const bool inject = len <= info->tx_attr->inject_size;
   fi_cq_tagged_entry e;
   for (int pass = 0; pass < 2; ++pass) {
     auto t0 = std::chrono::steady_clock::now();
@@ -97,22 +104,34 @@ int main(int argc, char** argv) {
         continue;
       }
       ssize_t r;
-      while ((r = fi_trecv(ep, rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr)) == -FI_EAGAIN)
+      while ((r = fi_trecv(ep, rbuf, len, nullptr, FI_ADDR_UNSPEC, 7, 0, nullptr)) == -FI_EAGAIN)
         fi_cq_read(cq, nullptr, 0);
       check("fi_trecv", r);
       if (waited) {
         ssize_t n = fi_cq_read(cq, &e, 1);
         if (n != -FI_EAGAIN) fail("fi_cq_read of an empty CQ", n);
       }
-      while ((r = fi_tinject(ep, sbuf, sizeof sbuf, self, 7)) == -FI_EAGAIN) fi_cq_read(cq, nullptr, 0);
-      check("fi_tinject", r);
+      while ((r = inject ? fi_tinject(ep, sbuf, len, self, 7) : fi_tsend(ep, sbuf, len, nullptr, self, 7, sbuf)) ==
+             -FI_EAGAIN)
+        fi_cq_read(cq, nullptr, 0);
+      check(inject ? "fi_tinject" : "fi_tsend", r);
       ssize_t n;
       fi_addr_t from = FI_ADDR_NOTAVAIL;
       while ((n = source ? fi_cq_readfrom(cq, &e, 1, &from) : fi_cq_read(cq, &e, 1)) == -FI_EAGAIN) {
       }
       if (n != 1) fail("fi_cq_read", n);
+      if (!inject && e.op_context == sbuf) {  // the send's entry first: then the receive's
+        while ((n = source ? fi_cq_readfrom(cq, &e, 1, &from) : fi_cq_read(cq, &e, 1)) == -FI_EAGAIN) {
+        }
+        if (n != 1) fail("fi_cq_read", n);
+      } else if (!inject) {  // the receive's first: then the send's
+        fi_cq_tagged_entry s;
+        while ((n = fi_cq_read(cq, &s, 1)) == -FI_EAGAIN) {
+        }
+        if (n != 1 || s.op_context != sbuf) fail("the send's completion", n);
+      }
       if (source && from != self) fail("the message's source", -FI_EIO);
-      if (std::memcmp(rbuf, sbuf, sizeof rbuf) || e.len != sizeof rbuf || e.tag != 7) fail("the message", -FI_EIO);
+      if (std::memcmp(rbuf, sbuf, len) || e.len != len || e.tag != 7) fail("the message", -FI_EIO);
     }
     std::chrono::duration<double, std::nano> dt = std::chrono::steady_clock::now() - t0;
     std::printf("ns_per_message %.1f\n", dt.count() / double(iters));

@@ -545,6 +545,133 @@ TEST_P(data_path, SmallInjectsEveryLength) {
       opt);
 }
 
+// Injects of one cell and more than the header line (shm: the payload
+// lines after it; lnx: each part's own inject): lengths from 17 bytes to
+// the inject size, tagged, into receives posted ahead (the receiver's
+// short path: one plain buffer, the first posted receive), into a larger
+// receive, into one of two iovecs, arriving before their receive
+// (unexpected), and into a receive too small (FI_ETRUNC); each lands byte
+// for byte with its guard bytes untouched, counts on the send counter and
+// writes no completion of its own.
+TEST_P(data_path, InjectsOfOneCell) {
+  weft_test::mp_options opt;
+  opt.counters = true;
+  mp_run(
+      2,
+      [](mp_peer& p) {
+        fi_cq_tagged_entry ce;
+        fi_cq_err_entry err{};
+        const size_t inject_size = p.info->tx_attr->inject_size;
+        std::vector<size_t> lens;
+        for (size_t len : {17, 63, 64, 65, 100, 127, 128, 129, 1000, 1024, 4095, 4096})
+          if (len <= inject_size) lens.push_back(len);
+        ASSERT_FALSE(lens.empty()) << "inject size " << inject_size;
+        auto fill = [](unsigned char* b, size_t len, size_t salt) {
+          for (size_t i = 0; i < len; ++i) b[i] = static_cast<unsigned char>(salt * 7 + i * 13 + 1);
+        };
+        constexpr size_t guard = 16;
+        // Tags: 1000 + i posted ahead, 2000 + i into a larger buffer, 3000 + i
+        // into two iovecs, 4000 + i unexpected, 5000 + i truncated.
+        if (p.rank == 0) {
+          std::vector<unsigned char> b(4096);
+          p.barrier();  // the receives for the first four forms are posted
+          uint64_t sent = 0;
+          for (size_t i = 0; i < lens.size(); ++i)
+            for (uint64_t form : {1000, 2000, 3000}) {
+              fill(b.data(), lens[i], form + i);
+              ASSERT_EQ(fi_tinject(p.ep, b.data(), lens[i], p.addr[1], form + i), 0) << "length " << lens[i];
+              ++sent;
+            }
+          for (size_t i = 0; i < lens.size(); ++i) {
+            fill(b.data(), lens[i], 4000 + i);
+            ASSERT_EQ(fi_tinject(p.ep, b.data(), lens[i], p.addr[1], 4000 + i), 0);
+            fill(b.data(), lens[i], 5000 + i);
+            ASSERT_EQ(fi_tinject(p.ep, b.data(), lens[i], p.addr[1], 5000 + i), 0);
+            sent += 2;
+          }
+          for (int i = 0; i < 100000 && fi_cntr_read(p.cntr_send) < sent; ++i) usleep(100);
+          EXPECT_EQ(fi_cntr_read(p.cntr_send), sent);
+          EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN) << "an inject wrote a completion";
+          uint8_t done = 1, peer_done;
+          ASSERT_TRUE(p.swap_with_peer(&done, &peer_done, 1));
+        } else {
+          const size_t n = lens.size();
+          std::vector<std::vector<unsigned char>> exact(n), larger(n), split(n), late(n), small(n);
+          for (size_t i = 0; i < n; ++i) {
+            exact[i].assign(lens[i] + 2 * guard, 0xee);
+            larger[i].assign(lens[i] + 100 + 2 * guard, 0xee);
+            split[i].assign(lens[i] + 2 * guard, 0xee);
+            late[i].assign(lens[i] + 2 * guard, 0xee);
+            small[i].assign(lens[i] - 1 + 2 * guard, 0xee);
+            ASSERT_EQ(fi_trecv(p.ep, exact[i].data() + guard, lens[i], nullptr, FI_ADDR_UNSPEC, 1000 + i, 0,
+                               &exact[i]),
+                      0);
+            ASSERT_EQ(fi_trecv(p.ep, larger[i].data() + guard, lens[i] + 100, nullptr, FI_ADDR_UNSPEC, 2000 + i,
+                               0, &larger[i]),
+                      0);
+            const size_t half = lens[i] / 2;
+            iovec v[2] = {{split[i].data() + guard, half}, {split[i].data() + guard + half, lens[i] - half}};
+            ASSERT_EQ(fi_trecvv(p.ep, v, nullptr, 2, FI_ADDR_UNSPEC, 3000 + i, 0, &split[i]), 0);
+          }
+          p.barrier();
+          // The posted forms complete first; then the unexpected ones wait
+          // for receives posted now, and the truncated ones end in errors.
+          for (size_t k = 0; k < 3 * n; ++k) {
+            ASSERT_EQ(p.wait_cq(&ce, &err), 1) << fi_strerror(err.err);
+            const size_t i = ce.tag % 1000;
+            ASSERT_LT(i, n);
+            EXPECT_EQ(ce.len, lens[i]) << "tag " << ce.tag;
+          }
+          for (int i = 0; i < 2000 && fi_cntr_read(p.cntr_recv) < 3 * n; ++i) usleep(1000);
+          usleep(20000);  // the rest arrive unexpected (read nothing meanwhile: they stay parked)
+          for (size_t i = 0; i < n; ++i) {
+            ASSERT_EQ(fi_trecv(p.ep, late[i].data() + guard, lens[i], nullptr, FI_ADDR_UNSPEC, 4000 + i, 0,
+                               &late[i]),
+                      0);
+            ASSERT_EQ(fi_trecv(p.ep, small[i].data() + guard, lens[i] - 1, nullptr, FI_ADDR_UNSPEC, 5000 + i, 0,
+                               &small[i]),
+                      0);
+          }
+          size_t ok = 0, truncated = 0;
+          for (size_t k = 0; k < 2 * n; ++k) {
+            int r = p.wait_cq(&ce, &err);
+            if (r == 1) {
+              EXPECT_EQ(ce.len, lens[ce.tag % 1000]);
+              ++ok;
+            } else {
+              ASSERT_EQ(r, -FI_EAVAIL);
+              EXPECT_EQ(err.err, FI_ETRUNC);
+              const size_t i = err.tag % 1000;
+              ASSERT_LT(i, n);
+              EXPECT_EQ(err.olen, 1u) << "length " << lens[i];
+              ++truncated;
+            }
+          }
+          EXPECT_EQ(ok, n);
+          EXPECT_EQ(truncated, n);
+          std::vector<unsigned char> want(4096 + 100);
+          auto check = [&](const std::vector<unsigned char>& buf, size_t len, size_t salt, size_t room,
+                           const char* form) {
+            fill(want.data(), len, salt);
+            for (size_t j = 0; j < room + 2 * guard; ++j) {
+              const bool inside = j >= guard && j < guard + std::min(len, room);
+              ASSERT_EQ(buf[j], inside ? want[j - guard] : 0xee) << form << ", length " << len << ", byte " << j;
+            }
+          };
+          for (size_t i = 0; i < n; ++i) {
+            check(exact[i], lens[i], 1000 + i, lens[i], "posted ahead");
+            check(larger[i], lens[i], 2000 + i, lens[i] + 100, "larger receive");
+            check(split[i], lens[i], 3000 + i, lens[i], "two iovecs");
+            check(late[i], lens[i], 4000 + i, lens[i], "unexpected");
+            check(small[i], lens[i], 5000 + i, lens[i] - 1, "truncated");
+          }
+          uint8_t done = 1, peer_done;
+          ASSERT_TRUE(p.swap_with_peer(&done, &peer_done, 1));
+        }
+      },
+      opt);
+}
+
 // MPI-style: 4 ranks, everybody sends many tagged messages of mixed sizes to
 // everybody at once; wildcard receives; every byte checked.
 TEST_P(data_path, AllToAllTagged) {

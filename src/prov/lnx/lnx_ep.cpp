@@ -55,7 +55,7 @@ void tcp_round(ep& e) noexcept {
 struct lnx_transport {
   using ep = lnx::ep;
   static constexpr size_t iov_max = 4;
-  static constexpr size_t inline_max = shm::part_inline_max;
+  static constexpr size_t inline_max = inject_max;  // every inject: each part's own inject
 
   template <bool Tagged>
   static ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag, uint64_t data,

@@ -8,7 +8,6 @@ namespace weft::shm {
 
 struct part_tag {};
 using part = weft::part<part_tag>;
-inline constexpr size_t part_inline_max = 16;  // injects up to this ride in a cell's header line
 inline constexpr size_t part_inject_max = 4096;
 // A part's name, without the "fi_shm://" prefix.
 std::string part_name(endpoint& e);

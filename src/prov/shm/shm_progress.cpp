@@ -170,11 +170,13 @@ inline bool cell_sane(ep& e, const cell_hdr& h) noexcept {
   return cell_sane_slow(h);
 }
 
-// The common case on the hot path: a small message inline in the header,
-// matched by the first posted receive of one plain buffer. Returns false
-// when the general path must handle it.
-[[gnu::always_inline]] inline bool fast_small(ep& e, cell* c) noexcept {
+// The common case on the hot path: a message of one cell that wants no
+// acknowledgement (inline in the header, or in the payload lines after
+// it), matched by the first posted receive of one plain buffer. Returns
+// false when the general path must handle it.
+[[gnu::always_inline]] inline bool fast_small(ep& e, cell* c, bool inl) noexcept {
   const cell_hdr& h = c->h;
+  if (!inl && (h.flags & (flag_want_ack | flag_ack_arrival))) return false;
   const bool tagged = h.flags & flag_tagged;
   auto& list = posted_list(e, tagged);
   if (list.empty()) return false;
@@ -185,7 +187,10 @@ inline bool cell_sane(ep& e, const cell_hdr& h) noexcept {
   if (e.caps & (FI_SOURCE | FI_DIRECTED_RECV)) src = src_addr_of(e, h.src);  // cached per sender slot
   if (!recv_matches(e, r, tagged, h.tag, src)) return false;
   if (!(e.caps & FI_SOURCE)) src = FI_ADDR_NOTAVAIL;
-  copy_small(r.iov[0].iov_base, h.inl, h.size);
+  if (inl)
+    copy_small(r.iov[0].iov_base, h.inl, h.size);
+  else
+    memcpy(r.iov[0].iov_base, c->payload, h.size);  // cell_sane: size == len <= inject_max
   uint64_t flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
   uint64_t data = 0;
   if (h.flags & flag_remote_cq_data) {
@@ -235,6 +240,15 @@ void check_liveness(ep& e) noexcept {
 
 // The most payload lines progress asks for ahead (see ep::payload_hint).
 constexpr uint32_t payload_hint_max = 8;
+
+// Asks for the payload lines of cell c (up to payload_hint_max) and keeps
+// how many it had as the hint for the next cell.
+inline void ask_payload(ep& e, const cell* c) noexcept {
+  const uint32_t lines = (c->h.len + cacheline - 1) / cacheline;
+  const uint32_t ask = lines < payload_hint_max ? lines : payload_hint_max;
+  for (uint32_t i = 0; i < ask; ++i) __builtin_prefetch(c->payload + i * cacheline);
+  e.payload_hint = static_cast<uint8_t>(lines <= payload_hint_max ? lines : 0);
+}
 
 // The end of a progress call that took nothing: ask for the payload lines
 // of the cell we wait on, count the idle call, and now and then check on
@@ -286,23 +300,25 @@ constexpr uint32_t payload_hint_max = 8;
         e.unreleased += queue_step(e.me, c);
         continue;
       }
-      if (c->h.opcode == op::msg && (c->h.flags & flag_inline) && fast_small(e, c)) [[likely]] {
-        e.unreleased += queue_step(e.me, c);
+      // A payload's lines (up to payload_hint_max) are fetched while the
+      // header is matched (their crossing overlaps that work, not after it).
+      const bool inl = c->h.flags & flag_inline;
+      if (inl) [[likely]] {
         if (e.payload_hint) [[unlikely]]
           e.payload_hint = 0;
+      } else {
+        const uint32_t lines = (c->h.len + cacheline - 1) / cacheline;
+        const uint32_t ask = lines < payload_hint_max ? lines : payload_hint_max;
+        for (uint32_t i = 0; i < ask; ++i) __builtin_prefetch(c->payload + i * cacheline);
+        e.payload_hint = static_cast<uint8_t>(lines <= payload_hint_max ? lines : 0);
+      }
+      if (c->h.opcode == op::msg && fast_small(e, c, inl)) [[likely]] {
+        e.unreleased += queue_step(e.me, c);
         if (waited) {
           e.idle_polls = 0;
           return;
         }
         continue;
-      }
-      // A payload's lines (up to payload_hint_max) are fetched while the
-      // header is matched (their crossing overlaps that work, not after it).
-      if (!(c->h.flags & flag_inline)) {
-        const uint32_t lines = (c->h.len + cacheline - 1) / cacheline;
-        const uint32_t ask = lines < payload_hint_max ? lines : payload_hint_max;
-        for (uint32_t i = 0; i < ask; ++i) __builtin_prefetch(c->payload + i * cacheline);
-        e.payload_hint = static_cast<uint8_t>(lines <= payload_hint_max ? lines : 0);
       }
       if (is_message(c->h)) {
         if (handle_message(e, c) == arrival::held_back) return;  // unexpected queue full: stays queued
