@@ -213,25 +213,16 @@ ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag
   return -FI_EINVAL;
 }
 
-// fi_inject / fi_tinject of up to one cell: nothing completes, so this is
-// the whole send: find the peer, claim a cell, fill it, publish it (a
-// fifth of the cost of a small message through the general path). Up to
-// inline_max bytes the message rides in the cell header's own line, up to
-// one more line in the payload line after it (the header's 128-byte
-// pair): both are claimed and committed as an inline send (an answer
-// claims in short laps and leaves the next cell alone). Larger ones are
-// claimed and committed as a stream's (the next cell's line asked for):
-// in short laps, a 1 KiB ping-pong measured 1.09x the general path, as a
-// stream's 0.77 (docs/shm-protocol.md, "Injects of one cell").
+// An inject of 17 B to one cell: the bytes in the payload lines after the
+// header. Up to 64 B (the payload line in the header's 128-byte pair) it
+// is claimed and committed as an inline send (an answer claims in short
+// laps and leaves the next cell alone); larger ones as a stream's (the
+// next cell's line asked for): in short laps, a 1 KiB ping-pong measured
+// 1.09x the general path, as a stream's 0.77 (docs/shm-protocol.md,
+// "Injects of one cell").
 template <bool Tagged>
-[[gnu::always_inline]] inline ssize_t inject_small(ep& e, const void* buf, size_t len, fi_addr_t dest,
-                                                   uint64_t tag) noexcept {
-  constexpr uint64_t cq_flags = FI_SEND | (Tagged ? FI_TAGGED : FI_MSG);
-  ep_guard g(e);
-  peer_ref to = peer_of(e, dest);
-  if (!to.p) [[unlikely]]
-    return unreachable(e, dest, to.why, nullptr, cq_flags, FI_INJECT | flag_no_cq);
-  peer& p = *to.p;
+[[gnu::always_inline]] inline ssize_t inject_cell(ep& e, peer& p, const void* buf, size_t len,
+                                                  uint64_t tag) noexcept {
   const bool stream = len > cacheline;
   const bool answer = e.took;
   cell* c = stream ? claim_to(e, p) : claim_inline(e, p, answer);
@@ -241,20 +232,48 @@ template <bool Tagged>
   c->h.tag = tag;
   c->h.data = 0;
   c->h.size = len;
-  uint32_t form = flag_inline;
-  if (len <= inline_max) [[likely]] {
-    copy_small(c->h.inl, buf, len);
-  } else {
-    c->h.len = static_cast<uint32_t>(len);
-    c->h.id = 0;
-    memcpy(c->payload, buf, len);
-    form = 0;
-  }
-  c->h.flags = static_cast<uint16_t>((Tagged ? flag_tagged : 0) | form);
+  c->h.len = static_cast<uint32_t>(len);
+  c->h.id = 0;
+  memcpy(c->payload, buf, len);
+  c->h.flags = static_cast<uint16_t>(Tagged ? flag_tagged : 0);
   if (stream)
     queue_commit(p.view(), c);
   else
     commit_inline(e, p, c, answer);
+  return 0;
+}
+
+// fi_inject / fi_tinject of up to one cell: nothing completes, so this is
+// the whole send: find the peer, claim a cell, fill it, publish it (a
+// fifth of the cost of a small message through the general path). Up to
+// inline_max bytes the message rides in the cell header's own line, one
+// cache line; larger ones go to inject_cell.
+template <bool Tagged>
+[[gnu::always_inline]] inline ssize_t inject_small(ep& e, const void* buf, size_t len, fi_addr_t dest,
+                                                   uint64_t tag) noexcept {
+  constexpr uint64_t cq_flags = FI_SEND | (Tagged ? FI_TAGGED : FI_MSG);
+  ep_guard g(e);
+  peer_ref to = peer_of(e, dest);
+  if (!to.p) [[unlikely]]
+    return unreachable(e, dest, to.why, nullptr, cq_flags, FI_INJECT | flag_no_cq);
+  peer& p = *to.p;
+  if (len > inline_max) {
+    const ssize_t ret = inject_cell<Tagged>(e, p, buf, len, tag);
+    if (!ret && e.cntr_send) [[unlikely]]
+      tx_done(e, nullptr, cq_flags, FI_INJECT | flag_no_cq, len);
+    return ret;
+  }
+  const bool answer = e.took;
+  cell* c = claim_inline(e, p, answer);
+  if (!c) [[unlikely]]
+    return -FI_EAGAIN;
+  c->h.opcode = op::msg;
+  c->h.tag = tag;
+  c->h.data = 0;
+  c->h.size = len;
+  copy_small(c->h.inl, buf, len);
+  c->h.flags = static_cast<uint16_t>((Tagged ? flag_tagged : 0) | flag_inline);
+  commit_inline(e, p, c, answer);
   if (e.cntr_send) [[unlikely]]
     tx_done(e, nullptr, cq_flags, FI_INJECT | flag_no_cq, len);  // counts; an inject never writes the CQ
   return 0;
