@@ -241,15 +241,6 @@ void check_liveness(ep& e) noexcept {
 // The most payload lines progress asks for ahead (see ep::payload_hint).
 constexpr uint32_t payload_hint_max = 8;
 
-// Asks for the payload lines of cell c (up to payload_hint_max) and keeps
-// how many it had as the hint for the next cell.
-inline void ask_payload(ep& e, const cell* c) noexcept {
-  const uint32_t lines = (c->h.len + cacheline - 1) / cacheline;
-  const uint32_t ask = lines < payload_hint_max ? lines : payload_hint_max;
-  for (uint32_t i = 0; i < ask; ++i) __builtin_prefetch(c->payload + i * cacheline);
-  e.payload_hint = static_cast<uint8_t>(lines <= payload_hint_max ? lines : 0);
-}
-
 // The end of a progress call that took nothing: ask for the payload lines
 // of the cell we wait on, count the idle call, and now and then check on
 // peers.
