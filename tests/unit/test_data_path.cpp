@@ -592,6 +592,7 @@ TEST_P(data_path, InjectsOfOneCell) {
           for (int i = 0; i < 100000 && fi_cntr_read(p.cntr_send) < sent; ++i) usleep(100);
           EXPECT_EQ(fi_cntr_read(p.cntr_send), sent);
           EXPECT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN) << "an inject wrote a completion";
+          p.barrier();  // everything sent
           uint8_t done = 1, peer_done;
           ASSERT_TRUE(p.swap_with_peer(&done, &peer_done, 1));
         } else {
@@ -622,8 +623,11 @@ TEST_P(data_path, InjectsOfOneCell) {
             ASSERT_LT(i, n);
             EXPECT_EQ(ce.len, lens[i]) << "tag " << ce.tag;
           }
-          for (int i = 0; i < 2000 && fi_cntr_read(p.cntr_recv) < 3 * n; ++i) usleep(1000);
-          usleep(20000);  // the rest arrive unexpected (read nothing meanwhile: they stay parked)
+          // The rest arrive with no receive posted: reads of the CQ take
+          // them in and park them as unexpected (nothing completes).
+          p.barrier();
+          const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+          while (std::chrono::steady_clock::now() < until) ASSERT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
           for (size_t i = 0; i < n; ++i) {
             ASSERT_EQ(fi_trecv(p.ep, late[i].data() + guard, lens[i], nullptr, FI_ADDR_UNSPEC, 4000 + i, 0,
                                &late[i]),
