@@ -1518,10 +1518,20 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
       rounds_until([&] { return watching() && !weft::tcp::part::woke(*e.tcp); }, std::chrono::milliseconds(2000));
       ASSERT_TRUE(watching());
       EXPECT_FALSE(e.tcp_probe.due()) << "an idle, watched tcp part is not due every round";
+    } else {
+      rounds_until([&] { return watching() && !e.tcp_probe.due(); }, std::chrono::milliseconds(2000));
+      ASSERT_FALSE(e.tcp_probe.due()) << "rank 1's tcp part never went quiet";
     }
     p.barrier();
     if (p.rank == 1) {
       ASSERT_EQ(fi_tinject(p.ep, &out, sizeof out, p.addr[0], 0x77), 0);
+      // With no round run since the probe was taken, it says what the
+      // part says now: due when the send left something for a round (it
+      // marked its connection hot) or a socket woke, not when the
+      // kernel took the whole message at once.
+      const auto& poll = *weft::tcp::ep::of(*e.tcp).poll;
+      EXPECT_EQ(e.tcp_probe.hot, poll.hot_word());
+      EXPECT_EQ(e.tcp_probe.due(), poll.hot_count() != 0 || poll.woke());
       rounds_until([] { return false; }, std::chrono::milliseconds(200));  // whatever the send left queued goes
     } else {
       const auto until2 = std::chrono::steady_clock::now() + std::chrono::seconds(5);
