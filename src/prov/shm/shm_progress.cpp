@@ -174,6 +174,8 @@ inline bool cell_sane(ep& e, const cell_hdr& h) noexcept {
 // acknowledgement (inline in the header, or in the payload lines after
 // it), matched by the first posted receive of one plain buffer. Returns
 // false when the general path must handle it.
+static_assert(offsetof(cell, h) + offsetof(cell_hdr, inl) + inject_max <= sizeof(cell) &&
+              offsetof(cell, payload) + inject_max <= sizeof(cell));
 [[gnu::always_inline]] inline bool fast_small(ep& e, cell* c, bool inl) noexcept {
   const cell_hdr& h = c->h;
   if (!inl && (h.flags & (flag_want_ack | flag_ack_arrival))) return false;
@@ -182,22 +184,29 @@ inline bool cell_sane(ep& e, const cell_hdr& h) noexcept {
   if (list.empty()) return false;
   auto it = list.begin();
   posted_recv& r = *it;
-  if (r.iov_count != 1 || (r.flags & FI_MULTI_RECV) || r.total < h.size) return false;
+  // One read of the size, checked here against what the copy may touch:
+  // the cell stays in the sender's reach, and a sender that rewrote it
+  // after cell_sane looked must not make the copy run past the buffer or
+  // the cell (inject_max bytes from the header's inline bytes or from the
+  // payload stay inside it; an inline size past inline_max then delivers
+  // the cell's bytes, a broken sender's own message, and nothing else).
+  const uint64_t size = __atomic_load_n(&h.size, __ATOMIC_RELAXED);
+  if (r.iov_count != 1 || (r.flags & FI_MULTI_RECV) || r.total < size || size > inject_max) return false;
   fi_addr_t src = FI_ADDR_NOTAVAIL;
   if (e.caps & (FI_SOURCE | FI_DIRECTED_RECV)) src = src_addr_of(e, h.src);  // cached per sender slot
   if (!recv_matches(e, r, tagged, h.tag, src)) return false;
   if (!(e.caps & FI_SOURCE)) src = FI_ADDR_NOTAVAIL;
   if (inl)
-    copy_small(r.iov[0].iov_base, h.inl, h.size);
+    copy_small(r.iov[0].iov_base, h.inl, size);
   else
-    memcpy(r.iov[0].iov_base, c->payload, h.size);  // cell_sane: size == len <= inject_max
+    memcpy(r.iov[0].iov_base, c->payload, size);
   uint64_t flags = FI_RECV | (tagged ? FI_TAGGED : FI_MSG);
   uint64_t data = 0;
   if (h.flags & flag_remote_cq_data) {
     flags |= FI_REMOTE_CQ_DATA;
     data = h.data;
   }
-  rx_done(e, r, flags, h.size, nullptr, data, h.tag, src);
+  rx_done(e, r, flags, size, nullptr, data, h.tag, src);
   recv_drop(e, list, it);
   return true;
 }
