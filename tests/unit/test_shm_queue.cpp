@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -427,6 +428,67 @@ TEST(ShmQueue, MalformedCellsAreDropped) {
   EXPECT_EQ(memcmp(buf, "xxxxx", 5), 0);
   EXPECT_EQ(fi_cq_read(cq, &ce, 1), -FI_EAGAIN);  // nothing from the bad cells
   m.reset();
+  EXPECT_EQ(fi_close(&ep->fid), 0);
+  EXPECT_EQ(fi_close(&cq->fid), 0);
+  EXPECT_EQ(fi_close(&av->fid), 0);
+  EXPECT_EQ(fi_close(&dom->fid), 0);
+  EXPECT_EQ(fi_close(&fab->fid), 0);
+  fi_freeinfo(info);
+}
+
+// A sender can rewrite a cell after the receiver's cell_sane looked at it
+// (the cell stays in its reach). The message path reads the size once and
+// checks that value: a message cell whose size has grown past a cell is
+// dropped, not parked or copied with one size and sized with another.
+// (handle_message called directly: the rewrite between the check and the
+// use cannot be timed from outside.)
+TEST(ShmQueue, MessageCellRewrittenAfterItsCheckIsDropped) {
+  fi_info* hints = fi_allocinfo();
+  hints->fabric_attr->prov_name = strdup("shm");
+  hints->caps = FI_TAGGED;
+  fi_info* info = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info), 0);
+  fi_freeinfo(hints);
+  fid_fabric* fab;
+  fid_domain* dom;
+  fid_av* av;
+  fid_cq* cq;
+  fid_ep* ep;
+  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+  ASSERT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
+  fi_av_attr aa{};
+  ASSERT_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
+  fi_cq_attr ca{};
+  ca.format = FI_CQ_FORMAT_TAGGED;
+  ASSERT_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(dom, info, &ep, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_enable(ep), 0);
+  weft::shm::ep& e = weft::shm::ep::of(*weft::endpoint::of(ep));
+  auto c = std::make_unique<cell>();
+  c->h.opcode = op::msg;
+  c->h.flags = flag_tagged;
+  c->h.tag = 9;
+  c->h.len = 64;
+  c->h.size = uint64_t{1} << 40;  // grown after a check that saw 64
+  memset(c->payload, 'y', inject_max);
+  // Nothing posted (it would have been parked) and a receive posted (it
+  // would have been copied): dropped both times.
+  EXPECT_EQ(handle_message(e, c.get()), arrival::done);
+  char buf[128];
+  memset(buf, 0, sizeof buf);
+  ASSERT_EQ(fi_trecv(ep, buf, sizeof buf, nullptr, FI_ADDR_UNSPEC, 9, 0, buf), 0);
+  EXPECT_EQ(handle_message(e, c.get()), arrival::done);
+  fi_cq_tagged_entry ce;
+  EXPECT_EQ(fi_cq_read(cq, &ce, 1), -FI_EAGAIN) << "a rewritten cell completed a receive";
+  EXPECT_EQ(buf[0], 0);
+  // The same cell with its size as checked is a message.
+  c->h.size = 64;
+  EXPECT_EQ(handle_message(e, c.get()), arrival::done);
+  ASSERT_EQ(fi_cq_read(cq, &ce, 1), 1);
+  EXPECT_EQ(ce.len, 64u);
+  EXPECT_EQ(buf[63], 'y');
   EXPECT_EQ(fi_close(&ep->fid), 0);
   EXPECT_EQ(fi_close(&cq->fid), 0);
   EXPECT_EQ(fi_close(&av->fid), 0);

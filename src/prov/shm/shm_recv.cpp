@@ -104,13 +104,13 @@ void deliver_rndv(ep& e, recv_list& list, recv_list::iterator it, bool tagged,
 
 // The first fragment of a message: into the matched receive, or into a new
 // unexpected entry (ux).
-void start_assembly(ep& e, const cell_hdr& h, const posted_recv* recv, unexpected* ux, uint64_t data,
-                    fi_addr_t src) {
+void start_assembly(ep& e, const cell_hdr& h, uint64_t size, const posted_recv* recv, unexpected* ux,
+                    uint64_t data, fi_addr_t src) {
   assembly a;
   if (recv) a.recv = *recv;
   a.src_slot = h.src;
   a.id = h.id;
-  a.size = h.size;
+  a.size = size;
   a.tag = h.tag;
   a.data = data;
   a.flags = h.flags;
@@ -173,6 +173,15 @@ arrival handle_message(ep& e, cell* c) noexcept {
     send_ack(e, h.src, h.id, FI_EMSGSIZE);
     return arrival::done;
   }
+  // The size is read once: the cell stays in the sender's reach, and a
+  // sender that rewrote it after cell_sane looked must not make the
+  // unexpected buffer, the assembly and the copies disagree on it.
+  const uint64_t size = __atomic_load_n(&h.size, __ATOMIC_RELAXED);
+  if (h.opcode == op::msg && size > inject_max) [[unlikely]] {
+    WEFT_WARN(FI_LOG_EP_DATA, "shm: dropped a message cell rewritten after its check (slot %u)",
+              static_cast<unsigned>(h.src));
+    return arrival::done;
+  }
   const bool tagged = h.flags & flag_tagged;
   fi_addr_t src = (e.caps & FI_SOURCE) ? src_addr_of(e, h.src) : FI_ADDR_NOTAVAIL;
   auto& list = posted_list(e, tagged);
@@ -181,18 +190,18 @@ arrival handle_message(ep& e, cell* c) noexcept {
   if (it != list.end()) {
     switch (h.opcode) {
       case op::msg:
-        deliver_bytes(e, list, it, tagged, (h.flags & flag_inline) ? h.inl : c->payload, h.size, h.flags,
+        deliver_bytes(e, list, it, tagged, (h.flags & flag_inline) ? h.inl : c->payload, size, h.flags,
                       h.tag, data, src);
         if (h.flags & (flag_want_ack | flag_ack_arrival)) send_ack(e, h.src, h.id, 0);
         return arrival::done;
       case op::rndv: {
         rndv_desc d;
         memcpy(&d, c->payload, sizeof d);
-        deliver_rndv(e, list, it, tagged, d, h.size, h.flags, h.tag, data, src, h.src, h.id);
+        deliver_rndv(e, list, it, tagged, d, size, h.flags, h.tag, data, src, h.src, h.id);
         return arrival::done;
       }
       default: {  // the first fragment: the receive is taken off the list until the last one
-        start_assembly(e, h, &*it, nullptr, data, src);
+        start_assembly(e, h, size, &*it, nullptr, data, src);
         recv_drop(e, list, it);
         handle_fragment(e, c);
         return arrival::done;
@@ -200,7 +209,7 @@ arrival handle_message(ep& e, cell* c) noexcept {
     }
   }
   // Unexpected: parked up to the matcher's bounds, else left in the queue.
-  const size_t bytes = h.opcode == op::rndv ? 0 : h.size;
+  const size_t bytes = h.opcode == op::rndv ? 0 : size;
   unexpected* u = ux_add(e, tagged, bytes);
   if (!u) return arrival::held_back;
   u->peer = h.src;
@@ -208,7 +217,7 @@ arrival handle_message(ep& e, cell* c) noexcept {
   u->tag = h.tag;
   u->data = data;
   u->remote_cq_data = h.flags & flag_remote_cq_data;
-  u->size = h.size;
+  u->size = size;
   u->id = h.id;
   u->kind = (h.flags & flag_want_ack) ? ux_acked : 0;
   if (h.opcode == op::rndv) {
@@ -216,14 +225,14 @@ arrival handle_message(ep& e, cell* c) noexcept {
     memcpy(u->desc, c->payload, sizeof(rndv_desc));
     return arrival::done;
   }
-  u->bytes.resize(h.size);
+  u->bytes.resize(size);
   if (h.opcode == op::msg) {
-    if (h.size) memcpy(u->bytes.data(), (h.flags & flag_inline) ? h.inl : c->payload, h.size);
+    if (size) memcpy(u->bytes.data(), (h.flags & flag_inline) ? h.inl : c->payload, size);
     if (h.flags & flag_ack_arrival) send_ack(e, h.src, h.id, 0);  // transmit complete: it is ours now
     return arrival::done;
   }
   u->complete = false;
-  start_assembly(e, h, nullptr, u, data, src);
+  start_assembly(e, h, size, nullptr, u, data, src);
   handle_fragment(e, c);
   return arrival::done;
 }
@@ -232,8 +241,11 @@ void handle_fragment(ep& e, cell* c) noexcept {
   const cell_hdr& h = c->h;
   for (auto it = e.assemblies.begin(); it != e.assemblies.end(); ++it) {
     if (it->src_slot != h.src || it->id != h.id) continue;
-    const uint64_t off = (h.flags & flag_first) ? 0 : h.offset;
-    const size_t n = off < it->size ? std::min<size_t>(h.len, it->size - off) : 0;
+    // Offset and length read once each, the length clamped to the cell
+    // (cell_sane looked at them before; the sender may have rewritten them).
+    const uint64_t off = (h.flags & flag_first) ? 0 : __atomic_load_n(&h.offset, __ATOMIC_RELAXED);
+    const size_t len = std::min<size_t>(__atomic_load_n(&h.len, __ATOMIC_RELAXED), inject_max);
+    const size_t n = off < it->size ? std::min<size_t>(len, it->size - off) : 0;
     if (unexpected* u = it->ux) {
       if (n) memcpy(u->bytes.data() + off, c->payload, n);
       u->filled += n;
