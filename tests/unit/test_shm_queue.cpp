@@ -363,29 +363,50 @@ TEST(ShmRegion, KilledOwnerLeavesNothing) {
 
 namespace {
 
-TEST(ShmQueue, MalformedCellsAreDropped) {
-  fi_info* hints = fi_allocinfo();
-  hints->fabric_attr->prov_name = strdup("shm");
-  hints->caps = FI_MSG;
+// One enabled shm endpoint with its own fabric, domain, AV and CQ (the
+// white-box tests below write into its queue or call its handlers).
+struct lone_ep {
   fi_info* info = nullptr;
-  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info), 0);
-  fi_freeinfo(hints);
-  fid_fabric* fab;
-  fid_domain* dom;
-  fid_av* av;
-  fid_cq* cq;
-  fid_ep* ep;
-  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
-  ASSERT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
-  fi_av_attr aa{};
-  ASSERT_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
-  fi_cq_attr ca{};
-  ca.format = FI_CQ_FORMAT_MSG;
-  ASSERT_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
-  ASSERT_EQ(fi_endpoint(dom, info, &ep, nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-  ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-  ASSERT_EQ(fi_enable(ep), 0);
+  fid_fabric* fab = nullptr;
+  fid_domain* dom = nullptr;
+  fid_av* av = nullptr;
+  fid_cq* cq = nullptr;
+  fid_ep* ep = nullptr;
+
+  void open(uint64_t caps, fi_cq_format format) {
+    fi_info* hints = fi_allocinfo();
+    hints->fabric_attr->prov_name = strdup("shm");
+    hints->caps = caps;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info), 0);
+    fi_freeinfo(hints);
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
+    ASSERT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
+    fi_av_attr aa{};
+    ASSERT_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
+    fi_cq_attr ca{};
+    ca.format = format;
+    ASSERT_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
+    ASSERT_EQ(fi_endpoint(dom, info, &ep, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(ep), 0);
+  }
+  ~lone_ep() {
+    for (fid* f : {ep ? &ep->fid : nullptr, cq ? &cq->fid : nullptr, av ? &av->fid : nullptr,
+                   dom ? &dom->fid : nullptr, fab ? &fab->fid : nullptr}) {
+      if (f) {
+        EXPECT_EQ(fi_close(f), 0);
+      }
+    }
+    if (info) fi_freeinfo(info);
+  }
+};
+
+TEST(ShmQueue, MalformedCellsAreDropped) {
+  lone_ep l;
+  ASSERT_NO_FATAL_FAILURE(l.open(FI_MSG, FI_CQ_FORMAT_MSG));
+  fid_ep* ep = l.ep;
+  fid_cq* cq = l.cq;
   char name[128];
   size_t len = sizeof name;
   ASSERT_EQ(fi_getname(&ep->fid, name, &len), 0);
@@ -428,12 +449,6 @@ TEST(ShmQueue, MalformedCellsAreDropped) {
   EXPECT_EQ(memcmp(buf, "xxxxx", 5), 0);
   EXPECT_EQ(fi_cq_read(cq, &ce, 1), -FI_EAGAIN);  // nothing from the bad cells
   m.reset();
-  EXPECT_EQ(fi_close(&ep->fid), 0);
-  EXPECT_EQ(fi_close(&cq->fid), 0);
-  EXPECT_EQ(fi_close(&av->fid), 0);
-  EXPECT_EQ(fi_close(&dom->fid), 0);
-  EXPECT_EQ(fi_close(&fab->fid), 0);
-  fi_freeinfo(info);
 }
 
 // A sender can rewrite a cell after the receiver's cell_sane looked at it
@@ -443,28 +458,10 @@ TEST(ShmQueue, MalformedCellsAreDropped) {
 // (handle_message called directly: the rewrite between the check and the
 // use cannot be timed from outside.)
 TEST(ShmQueue, MessageCellRewrittenAfterItsCheckIsDropped) {
-  fi_info* hints = fi_allocinfo();
-  hints->fabric_attr->prov_name = strdup("shm");
-  hints->caps = FI_TAGGED;
-  fi_info* info = nullptr;
-  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info), 0);
-  fi_freeinfo(hints);
-  fid_fabric* fab;
-  fid_domain* dom;
-  fid_av* av;
-  fid_cq* cq;
-  fid_ep* ep;
-  ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
-  ASSERT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
-  fi_av_attr aa{};
-  ASSERT_EQ(fi_av_open(dom, &aa, &av, nullptr), 0);
-  fi_cq_attr ca{};
-  ca.format = FI_CQ_FORMAT_TAGGED;
-  ASSERT_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
-  ASSERT_EQ(fi_endpoint(dom, info, &ep, nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-  ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-  ASSERT_EQ(fi_enable(ep), 0);
+  lone_ep l;
+  ASSERT_NO_FATAL_FAILURE(l.open(FI_TAGGED, FI_CQ_FORMAT_TAGGED));
+  fid_ep* ep = l.ep;
+  fid_cq* cq = l.cq;
   weft::shm::ep& e = weft::shm::ep::of(*weft::endpoint::of(ep));
   auto c = std::make_unique<cell>();
   c->h.opcode = op::msg;
@@ -489,12 +486,6 @@ TEST(ShmQueue, MessageCellRewrittenAfterItsCheckIsDropped) {
   ASSERT_EQ(fi_cq_read(cq, &ce, 1), 1);
   EXPECT_EQ(ce.len, 64u);
   EXPECT_EQ(buf[63], 'y');
-  EXPECT_EQ(fi_close(&ep->fid), 0);
-  EXPECT_EQ(fi_close(&cq->fid), 0);
-  EXPECT_EQ(fi_close(&av->fid), 0);
-  EXPECT_EQ(fi_close(&dom->fid), 0);
-  EXPECT_EQ(fi_close(&fab->fid), 0);
-  fi_freeinfo(info);
 }
 
 }  // namespace
