@@ -16,7 +16,7 @@ namespace weft {
 struct atomic_call;  // util/ep_ops.hpp
 
 // What an owner that runs a part's rounds only now and then reads between
-// them, instead of calling round_gap_us and woke every round (two calls
+// them, instead of calling round_gap_us and asking the part every round (two calls
 // and a chain of loads on the path of every message of the other part):
 // taken after a round (part<T>::probe), valid until the next one, and
 // each of its checks one load of a word the part or the kernel writes.
@@ -57,12 +57,9 @@ struct part {
   // (every round), more when a round costs a system call and would find
   // nothing pressing.
   static uint64_t round_gap_us(endpoint& e) noexcept;
-  // Something arrived since the last round, where the part can tell by a
-  // load or two (tcp's ready_watch): the owner runs a round now, whatever
-  // the gap. false where it cannot tell.
-  static bool woke(endpoint& e) noexcept;
   // The probe of the part as the round just run left it (gap_us 0 where
-  // every round is due).
+  // every round is due; its wake word, where the part can tell by a load
+  // that something arrived since: tcp's ready_watch).
   static part_probe probe(endpoint& e) noexcept;
 };
 

@@ -1460,7 +1460,7 @@ TEST_P(data_path, CompletionWaitsForWhatTheReceiverOwes) {
 // The linked provider's tcp part, idle, is not polled every round (a round
 // is an epoll_wait system call): where io_uring works its poller arms a
 // watch on its epoll set once nothing is hot, and a remote message fires it
-// (one load, tcp::part::woke) before any round of the tcp part ran; the
+// (one load, the poller's woke()) before any round of the tcp part ran; the
 // gap between rounds is then only the bound on deadline checks. Without
 // io_uring: 1 ms with no connection, at most 20 us with one. lnx reads
 // all this between the part's rounds from the probe its last round left.
@@ -1477,13 +1477,14 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
     const bool remote = weft_test::is_hosts_mode(weft_test::current_mode());
     // The shm part alone is polled every round.
     EXPECT_EQ(weft::shm::part::round_gap_us(*e.shm), 0u);
-    EXPECT_FALSE(weft::shm::part::woke(*e.shm));
     EXPECT_EQ(weft::shm::part::probe(*e.shm).gap_us, 0u);
+    EXPECT_EQ(weft::shm::part::probe(*e.shm).wake, nullptr) << "shm has no wake word to read";
     // Rounds until the tcp part is idle (a connection read eagerly cools
     // after 1 ms without traffic), then until its next round (at most the
     // gap away) has armed the watch, where io_uring works.
     fi_cq_tagged_entry ce;
     auto watching = [&] { return weft::tcp::ep::of(*e.tcp).poll->watching(); };
+    auto woke = [&] { return weft::tcp::ep::of(*e.tcp).poll->woke(); };
     auto rounds_until = [&](auto done, std::chrono::milliseconds most) {
       const auto until = std::chrono::steady_clock::now() + most;
       while (!done() && std::chrono::steady_clock::now() < until) ASSERT_EQ(fi_cq_read(p.cq, &ce, 1), -FI_EAGAIN);
@@ -1515,7 +1516,7 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
       // Armed and quiet (an edge our own earlier send left, its room back
       // after the peer's acknowledgement, may fire the watch once: the
       // round that follows takes it and arms again).
-      rounds_until([&] { return watching() && !weft::tcp::part::woke(*e.tcp); }, std::chrono::milliseconds(2000));
+      rounds_until([&] { return watching() && !woke(); }, std::chrono::milliseconds(2000));
       ASSERT_TRUE(watching());
       EXPECT_FALSE(e.tcp_probe.due()) << "an idle, watched tcp part is not due every round";
     } else {
@@ -1535,8 +1536,8 @@ TEST_P(data_path, LinkedTcpPartPollsRarelyWhileIdle) {
       rounds_until([] { return false; }, std::chrono::milliseconds(200));  // whatever the send left queued goes
     } else {
       const auto until2 = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (!weft::tcp::part::woke(*e.tcp) && std::chrono::steady_clock::now() < until2) {}
-      EXPECT_TRUE(weft::tcp::part::woke(*e.tcp)) << "the arrival fires the watch";
+      while (!woke() && std::chrono::steady_clock::now() < until2) {}
+      EXPECT_TRUE(woke()) << "the arrival fires the watch";
       EXPECT_TRUE(e.tcp_probe.due()) << "and makes the tcp part's round due";
       ASSERT_EQ(p.wait_cq(&ce, nullptr, 5000), 1);
       EXPECT_EQ(ce.op_context, &in);

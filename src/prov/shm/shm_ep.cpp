@@ -257,10 +257,6 @@ uint64_t part<shm::part_tag>::round_gap_us(endpoint&) noexcept {
   return 0;  // a round is a few loads
 }
 template <>
-bool part<shm::part_tag>::woke(endpoint&) noexcept {
-  return false;  // polled every round: nothing to say
-}
-template <>
 part_probe part<shm::part_tag>::probe(endpoint&) noexcept {
   return {};  // gap 0: every round
 }

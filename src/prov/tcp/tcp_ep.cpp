@@ -571,7 +571,7 @@ template <>
 uint64_t part<tcp::part_tag>::round_gap_us(endpoint& base) noexcept {
   // A round with no connection being read eagerly is an epoll_wait system
   // call (about 1 us on this VM). While the poller's ready_watch is armed,
-  // woke() tells the owner when a socket woke, and the gap is only the
+  // its probe tells the owner when a socket woke, and the gap is only the
   // bound on the deadlines' checks (handshakes, parked messages): 1 ms.
   // Without the watch (no io_uring here) the gap is the bound on a wakeup's
   // wait too: 20 us with connections open, 1 ms with none (an lnx
@@ -583,10 +583,6 @@ uint64_t part<tcp::part_tag>::round_gap_us(endpoint& base) noexcept {
   if (e.poll->hot_count() != 0 || !e.deferred.empty()) return 0;
   if (e.poll->watching()) return watched_gap_us;
   return e.poll->conn_count() == 0 ? unconnected_gap_us : idle_gap_us;
-}
-template <>
-bool part<tcp::part_tag>::woke(endpoint& base) noexcept {
-  return tcp::ep::of(base).poll->woke();
 }
 template <>
 part_probe part<tcp::part_tag>::probe(endpoint& base) noexcept {
