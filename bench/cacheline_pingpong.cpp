@@ -13,7 +13,13 @@
 // step the way weft-perf's lat_us_batched does: the median of the means of
 // batches of 1,000 consecutive round trips.
 //
-//   cacheline-pingpong [CPU_A CPU_B [ROUND_TRIPS]]    prints four lines:
+// With OFFSET, the two lines lie at that byte offset of two pages of their
+// own instead of side by side at the start of one: where a line lies
+// within its 1 KiB block of addresses changes what it costs to move between
+// CPUs of this VM that share no cache (docs/shm-protocol.md, "Where a
+// cell's lines lie"; bench/line_offsets.sh sweeps it).
+//
+//   cacheline-pingpong [CPU_A CPU_B [ROUND_TRIPS [OFFSET]]]    prints four lines:
 //   floor_ns <one-way ns>
 //   floor_sampled_ns <one-way ns>
 //   floor_median_ns <one-way ns>
@@ -94,28 +100,38 @@ double run(line* ping, line* pong, bool initiator, long n, bool sampled, std::ve
 
 int main(int argc, char** argv) {
   static const char usage[] =
-      "usage: cacheline-pingpong [CPU_A CPU_B [ROUND_TRIPS]]\n"
+      "usage: cacheline-pingpong [CPU_A CPU_B [ROUND_TRIPS [OFFSET]]]\n"
       "The hardware floor under any shared-memory ping-pong: two processes pinned to CPU_A and\n"
       "CPU_B (default 0 and 1) bounce a counter through two cache lines ROUND_TRIPS times\n"
-      "(default 1000000). Prints the one-way time in ns:\n"
+      "(default 1000000). OFFSET (a multiple of 64 below 4096): the two lines lie at that offset of\n"
+      "two pages instead of side by side at the start of one. Prints the one-way time in ns:\n"
       "  floor_ns <ns>            moving one cache line from one core to the other\n"
       "  floor_sampled_ns <ns>    the same with a clock read per round trip, as benchmarks time\n"
       "  floor_median_ns <ns>     the median round trip of that pass, halved (robust against preemption)\n"
       "  floor_batched_ns <ns>    the median of that pass's means of 1,000 round trips, halved (resolves\n"
       "                           below the clock's step, like weft-perf's lat_us_batched)\n";
   if (tool_help_asked(argc, argv)) tool_help(usage);
-  long a = 0, b = 1, n = 1000000;
-  if (argc == 2 || argc > 4) tool_usage_error("cacheline-pingpong", "give no arguments, CPU_A CPU_B, or CPU_A CPU_B ROUND_TRIPS");
+  long a = 0, b = 1, n = 1000000, offset = -1;
+  if (argc == 2 || argc > 5)
+    tool_usage_error("cacheline-pingpong", "give no arguments, CPU_A CPU_B, CPU_A CPU_B ROUND_TRIPS, or those and OFFSET");
   if (argc > 2 && (!tool_parse_long(argv[1], 0, CPU_SETSIZE - 1, &a) || !tool_parse_long(argv[2], 0, CPU_SETSIZE - 1, &b)))
     tool_usage_error("cacheline-pingpong", "CPU numbers expected, not '%s %s'", argv[1], argv[2]);
   if (argc > 3 && !tool_parse_long(argv[3], 1, 1L << 40, &n))
     tool_usage_error("cacheline-pingpong", "ROUND_TRIPS must be a positive number, not '%s'", argv[3]);
-  void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (argc > 4 && (!tool_parse_long(argv[4], 0, 4095, &offset) || offset % 64 != 0))
+    tool_usage_error("cacheline-pingpong", "OFFSET must be a multiple of 64 below 4096, not '%s'", argv[4]);
+  void* mem = mmap(nullptr, 3 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
     perror("cacheline-pingpong: mmap");
     return 1;
   }
   auto* lines = new (mem) line[4];  // ping, pong, and two for the barrier
+  line* ping = &lines[0];
+  line* pong = &lines[1];
+  if (offset >= 0) {  // ping and pong at OFFSET of the second and third page
+    ping = new (static_cast<char*>(mem) + 4096 + offset) line;
+    pong = new (static_cast<char*>(mem) + 2 * 4096 + offset) line;
+  }
   pid_t child = fork();
   if (child < 0) {
     perror("cacheline-pingpong: fork");
@@ -129,14 +145,14 @@ int main(int argc, char** argv) {
   std::vector<unsigned long long> samples(1 << 16);
   double floor_ns = 0, sampled_ns = 0;
   for (int pass = 0; pass < 2; ++pass) {
-    double v = run(&lines[0], &lines[1], initiator, n, pass == 1, samples);
+    double v = run(ping, pong, initiator, n, pass == 1, samples);
     // Barrier between the passes, on lines of its own (the last pong must
     // stay readable until the initiator has seen it): the responder says
     // it is done, the initiator zeroes ping and pong and answers.
     if (initiator) {
       while (lines[2].v.load(std::memory_order_acquire) != pass + 1) {}
-      lines[0].v.store(0, std::memory_order_relaxed);
-      lines[1].v.store(0, std::memory_order_relaxed);
+      ping->v.store(0, std::memory_order_relaxed);
+      pong->v.store(0, std::memory_order_relaxed);
       lines[3].v.store(pass + 1, std::memory_order_release);
       (pass == 0 ? floor_ns : sampled_ns) = v;
     } else {

@@ -64,6 +64,8 @@ bad mpi-pingpong eight
 bad mpi-pingpong 8 100 extra
 bad cacheline-pingpong 0
 bad cacheline-pingpong 0 1 none
+bad cacheline-pingpong 0 1 1000 100
+bad cacheline-pingpong 0 1 1000 4096
 bad tcp-pingpong --iters 0
 bad tcp-pingpong --cpus 0
 [ $failed = 0 ] && echo "tools: passed ($n programs in build/bin)"

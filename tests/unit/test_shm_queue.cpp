@@ -82,6 +82,12 @@ struct own_region {
   }
 };
 
+// The index of cell c in r's ring.
+size_t cell_index(region_view r, const cell* c) {
+  return static_cast<size_t>(reinterpret_cast<const unsigned char*>(c) - reinterpret_cast<const unsigned char*>(r.cell_at(0))) /
+         cell_stride;
+}
+
 // Claims one cell of r, as a producer in an exchange or not, and commits it
 // as opcode o with tag `tag`; nullptr when the queue is full.
 cell* put_cell(region_view r, op o, uint64_t tag = 0, bool exchange = false) {
@@ -95,17 +101,26 @@ cell* put_cell(region_view r, op o, uint64_t tag = 0, bool exchange = false) {
 
 // Protocol 10: in a real region every cell's header line and first payload
 // line form one 128-byte aligned pair, in every lap, and a message in a
-// cell's payload stays inside its cell.
+// cell's payload stays inside its cell. Protocol 11: that pair lies at
+// offset cell_block_off of a 1 KiB block of addresses, the cells are
+// cell_stride apart, and the last one ends before the peer table.
 TEST(ShmQueue, EveryCellStartsAnAlignedPairOfLines) {
   own_region reg("qalign_");
   region_view r = reg.r;
   for (uint32_t i = 0; i < queue_cells; ++i) {
-    const auto at = reinterpret_cast<uintptr_t>(&r.cells()[i]);
+    const auto at = reinterpret_cast<uintptr_t>(r.cell_at(i));
     ASSERT_EQ(at % 128, 0u) << "cell " << i;
-    ASSERT_EQ(reinterpret_cast<uintptr_t>(r.cells()[i].payload), at + 64) << "cell " << i;
-    ASSERT_LE(reinterpret_cast<uintptr_t>(r.cells()[i].payload + inject_max),
-              reinterpret_cast<uintptr_t>(i + 1 < queue_cells ? &r.cells()[i + 1] : r.cells() + queue_cells));
+    ASSERT_EQ(at % 1024, cell_block_off) << "cell " << i;
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(r.cell_at(i)->payload), at + 64) << "cell " << i;
+    const auto end = reinterpret_cast<uintptr_t>(r.cell_at(i)->payload + inject_max);
+    if (i + 1 < queue_cells) {
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(r.cell_at(i + 1)), at + cell_stride) << "cell " << i;
+      ASSERT_LE(end, at + cell_stride) << "cell " << i;
+    } else {
+      ASSERT_LE(end, reinterpret_cast<uintptr_t>(r.peers()));
+    }
   }
+  ASSERT_EQ(r.cell_at(queue_cells), r.cell_at(0));  // indexes wrap
   // The cells a producer claims over three laps are those same cells.
   for (uint32_t n = 0; n < 3 * queue_cells; ++n) {
     cell* c = put_cell(r, op::nop);
@@ -168,7 +183,7 @@ TEST(ShmQueue, ExchangeReusesTheFirstCellsOfALap) {
   for (uint64_t i = 0; i < 3 * uint64_t{queue_cells}; ++i) {
     cell* c = put_cell(r, op::msg, i, true);
     ASSERT_NE(c, nullptr) << i;
-    const size_t index = static_cast<size_t>(c - r.cells());
+    const size_t index = cell_index(r, c);
     ASSERT_EQ(index, i % (short_lap + 1)) << "message " << i;
     cell* got = queue_peek(r);
     ASSERT_EQ(got, c) << i;
@@ -226,7 +241,7 @@ TEST(ShmQueue, StreamAfterExchangeHasEveryCell) {
   ASSERT_EQ(r.ctl()->tail.load() & (queue_cells - 1), short_lap);
   cell* c = put_cell(r, op::msg, sent++, true);
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(static_cast<size_t>(c - r.cells()), size_t{short_lap});
+  EXPECT_EQ(cell_index(r, c), size_t{short_lap});
   EXPECT_EQ(queue_step(r, c), 1u);
   EXPECT_EQ(r.ctl()->tail.load() & (queue_cells - 1), short_lap + 1);
   while (take()) {
@@ -255,7 +270,7 @@ TEST(ShmQueue, DeadProducersLapEndIsCommittedAsALapEnd) {
   const uint64_t pos = short_lap, to = queue_cells;
   q->tail.store(to);
   q->limit.store(to + queue_cells);
-  cell* c = &r.cells()[pos];
+  cell* c = r.cell_at(pos);
   c->h.producer = -child;
   c->h.opcode = op::msg;
   c->h.seq.store(pos);
@@ -270,7 +285,7 @@ TEST(ShmQueue, DeadProducersLapEndIsCommittedAsALapEnd) {
   EXPECT_EQ(queue_stalled(r), nullptr);
   cell* next = queue_claim(r, true);
   ASSERT_NE(next, nullptr);
-  EXPECT_EQ(next, &r.cells()[0]);
+  EXPECT_EQ(next, r.cell_at(0));
 }
 
 // The claim that ends a lap really is the one cell it names: a negated pid

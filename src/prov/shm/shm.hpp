@@ -114,7 +114,10 @@ struct region_view {
   queue_ctl* ctl() const noexcept { return reinterpret_cast<queue_ctl*>(base + sizeof(region_hdr)); }
   peer_slot* peers() const noexcept { return reinterpret_cast<peer_slot*>(base + region_peers_off); }
   split_slot* splits() const noexcept { return reinterpret_cast<split_slot*>(base + region_split_off); }
-  cell* cells() const noexcept { return reinterpret_cast<cell*>(base + region_queue_off); }
+  // The cell at producer or consumer index pos (the ring wraps it).
+  cell* cell_at(uint64_t pos) const noexcept {
+    return reinterpret_cast<cell*>(base + region_queue_off + cell_offset(pos & (queue_cells - 1)));
+  }
 };
 
 void region_init(unsigned char* base, const std::string& name, int domain_fd, bool cma) noexcept;
@@ -198,7 +201,7 @@ inline cell* queue_claim(region_view r, bool exchange = false) noexcept {
     // load of `sleeping` in queue_commit, against the owner's arm().
     if (q->tail.compare_exchange_weak(pos, pos + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
         [[likely]] {
-      cell* c = &r.cells()[pos & (queue_cells - 1)];
+      cell* c = r.cell_at(pos);
 #if defined(__SANITIZE_THREAD__)
       // The cell is free because the consumer moved head past it, which we
       // learned through `limit`: that chain runs through the consumer's own
@@ -249,7 +252,7 @@ void ring_bell(region_view r) noexcept;
 // that cell then finds the line already on its way or owned.
 inline void prefetchw_cell(region_view r, uint64_t pos) noexcept {
 #if defined(__x86_64__)
-  const cell* c = &r.cells()[pos & (queue_cells - 1)];
+  const cell* c = r.cell_at(pos);
   asm volatile("prefetchw %0" : : "m"(*reinterpret_cast<const char*>(&c->h)));
 #endif
 }
@@ -275,14 +278,14 @@ inline void queue_commit(region_view r, cell* c, bool prefetch = true) noexcept 
 // laps (index + 1 - k * depth) never equal it.
 inline cell* queue_peek(region_view r, uint32_t skip = 0) noexcept {
   uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
-  cell* c = &r.cells()[pos & (queue_cells - 1)];
+  cell* c = r.cell_at(pos);
   if (c->h.seq.load(std::memory_order_acquire) == pos + 1) return c;
   return nullptr;
 }
 // The first payload line of the cell queue_peek(r, skip) looks at.
 inline const unsigned char* queue_next_payload(region_view r, uint32_t skip = 0) noexcept {
   uint64_t pos = r.ctl()->head.load(std::memory_order_relaxed) + skip;
-  return r.cells()[pos & (queue_cells - 1)].payload;
+  return r.cell_at(pos)->payload;
 }
 // How many cells the consumer moves past when it takes c (a cell that
 // queue_peek returned): one, or to the next lap's index 0 after a claim that
@@ -291,7 +294,7 @@ inline const unsigned char* queue_next_payload(region_view r, uint32_t skip = 0)
 inline uint32_t queue_step(region_view r, const cell* c) noexcept {
   if (c->h.producer >= 0) [[likely]]
     return 1;
-  return static_cast<uint32_t>(c - r.cells()) == short_lap ? queue_cells - short_lap : 1;
+  return c == r.cell_at(short_lap) ? queue_cells - short_lap : 1;
 }
 // Returns the n cells at the head to the producers: one store to `head`,
 // nothing written to the cells.

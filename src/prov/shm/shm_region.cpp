@@ -422,7 +422,7 @@ void region_init(unsigned char* base, const std::string& name, int domain_fd, bo
   h->version = proto_version;
   h->pid = getpid();
   h->queue_cells = queue_cells;
-  h->cell_size = sizeof(cell);
+  h->cell_size = cell_stride;
   h->peer_max = peer_slots_max;
   h->peer_count.store(peer_chunk, std::memory_order_relaxed);
   h->size = region_size;
@@ -432,9 +432,8 @@ void region_init(unsigned char* base, const std::string& name, int domain_fd, bo
   h->cma = cma;
   h->domain_fd = domain_fd;
   strncpy(h->name, name.c_str(), name_max - 1);
-  cell* cells = r.cells();
   // Neither claimed (index) nor committed (index + 1) at any index of the cell.
-  for (uint32_t i = 0; i < queue_cells; ++i) cells[i].h.seq.store(~uint64_t{0}, std::memory_order_relaxed);
+  for (uint32_t i = 0; i < queue_cells; ++i) r.cell_at(i)->h.seq.store(~uint64_t{0}, std::memory_order_relaxed);
   r.ctl()->tail.store(0, std::memory_order_relaxed);
   r.ctl()->limit.store(queue_cells, std::memory_order_relaxed);
   r.ctl()->head.store(0, std::memory_order_relaxed);
@@ -465,7 +464,7 @@ cell* queue_claim_lap_end(region_view r, uint64_t pos) noexcept {
   // seq_cst, as the claim in queue_claim (against the owner's arm()).
   if (!q->tail.compare_exchange_strong(pos, to, std::memory_order_seq_cst, std::memory_order_relaxed))
     return nullptr;
-  cell* c = &r.cells()[pos & (queue_cells - 1)];
+  cell* c = r.cell_at(pos);
 #if defined(__SANITIZE_THREAD__)
   (void)c->h.seq.load(std::memory_order_acquire);  // as in queue_claim
 #endif
@@ -483,7 +482,7 @@ cell* queue_claim_lap_end(region_view r, uint64_t pos) noexcept {
 cell* queue_stalled(region_view r) noexcept {
   queue_ctl* q = r.ctl();
   uint64_t head = q->head.load(std::memory_order_relaxed);
-  cell* c = &r.cells()[head & (queue_cells - 1)];
+  cell* c = r.cell_at(head);
   if (c->h.seq.load(std::memory_order_acquire) != head || q->tail.load(std::memory_order_acquire) <= head)
     return nullptr;
   int64_t pid = c->h.producer;
