@@ -304,10 +304,12 @@ inline constexpr size_t region_split_off = sizeof(region_hdr) + sizeof(queue_ctl
 // the first starts 256 bytes into a 1 KiB block, so every cell's header
 // pair sits at offsets 256-383 of a 1 KiB block of addresses. Between two
 // CPUs of this VM that share no cache, a line in the block's last quarter
-// crossed 5-10 % slower than one in its first half; protocol 10's cells
-// (4,224 bytes apart) visited every offset in turn, and an 8-byte message
-// measured 0.88 of its time with the cells here (docs/shm-protocol.md,
-// "Where a cell's lines lie"). The 896 bytes after each cell are not used.
+// crossed 5-10 % slower than one in its first half, and between CPUs that
+// share one the block's ends were slowest (offsets 0 and 896: 75 and 73
+// ns, 256: 69); protocol 10's cells (4,224 bytes apart) visited every
+// offset in turn, and an 8-byte message measured 0.88-0.90 of its time
+// with the cells here in both placements (docs/shm-protocol.md, "Where a
+// cell's lines lie"). The 896 bytes after each cell are not used.
 inline constexpr size_t cell_stride = 5 * 1024;
 inline constexpr size_t cell_block_off = 256;
 static_assert(cell_stride >= sizeof(cell) && cell_stride % 1024 == 0 && cell_block_off % (2 * cacheline) == 0);
