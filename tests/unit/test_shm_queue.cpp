@@ -82,12 +82,6 @@ struct own_region {
   }
 };
 
-// The index of cell c in r's ring.
-size_t cell_index(region_view r, const cell* c) {
-  return static_cast<size_t>(reinterpret_cast<const unsigned char*>(c) - reinterpret_cast<const unsigned char*>(r.cell_at(0))) /
-         cell_stride;
-}
-
 // Claims one cell of r, as a producer in an exchange or not, and commits it
 // as opcode o with tag `tag`; nullptr when the queue is full.
 cell* put_cell(region_view r, op o, uint64_t tag = 0, bool exchange = false) {
@@ -183,8 +177,8 @@ TEST(ShmQueue, ExchangeReusesTheFirstCellsOfALap) {
   for (uint64_t i = 0; i < 3 * uint64_t{queue_cells}; ++i) {
     cell* c = put_cell(r, op::msg, i, true);
     ASSERT_NE(c, nullptr) << i;
-    const size_t index = cell_index(r, c);
-    ASSERT_EQ(index, i % (short_lap + 1)) << "message " << i;
+    const uint64_t index = i % (short_lap + 1);
+    ASSERT_EQ(c, r.cell_at(index)) << "message " << i;
     cell* got = queue_peek(r);
     ASSERT_EQ(got, c) << i;
     EXPECT_EQ(got->h.tag, i);
@@ -241,7 +235,7 @@ TEST(ShmQueue, StreamAfterExchangeHasEveryCell) {
   ASSERT_EQ(r.ctl()->tail.load() & (queue_cells - 1), short_lap);
   cell* c = put_cell(r, op::msg, sent++, true);
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(cell_index(r, c), size_t{short_lap});
+  EXPECT_EQ(c, r.cell_at(short_lap));
   EXPECT_EQ(queue_step(r, c), 1u);
   EXPECT_EQ(r.ctl()->tail.load() & (queue_cells - 1), short_lap + 1);
   while (take()) {
