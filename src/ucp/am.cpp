@@ -109,7 +109,7 @@ void frame_recv(ucp_worker* w, iface* tp, rx_buf* b, size_t len) noexcept {
       // frame until it arrives (ep_connected replays it).
       ucp_ep* ep = ep_lookup(w, f.dst);
       if (ep && ep->state == EP_CONNECTING && (ep->flags & EPF_CM_CLIENT)) {
-        cm_progress(w);
+        cm_progress(w, true);
         if (ep->state == EP_CONNECTING) {
           try {
             ep->early.emplace_back(b, len);

@@ -211,7 +211,7 @@ void cm_close_ep(ucp_ep* ep) noexcept {
   if (w->cm_users) w->cm_users--;
 }
 
-void cm_progress(ucp_worker* w) noexcept {
+void cm_progress(ucp_worker* w, bool nested) noexcept {
   if (!w->eq) return;
   alignas(fi_eq_cm_entry) uint8_t buf[sizeof(fi_eq_cm_entry) + 1024];
   for (int n = 0; n < 16; n++) {
@@ -221,6 +221,7 @@ void cm_progress(ucp_worker* w) noexcept {
     if (rc == -FI_EAVAIL) {
       fi_eq_err_entry err{};
       if (fi_eq_readerr(w->eq, &err, 0) < 0) return;  // the entry's size in bytes on success
+      if (!nested && cm_ep_of(w, err.fid)) drain_completions(w);
       ucp_ep* ep = cm_ep_of(w, err.fid);
       WUCP_LOG(L_DEBUG, "cm: error event %d (%s) for %s", err.err, fi_strerror(err.err), ep ? ep->name : "?");
       if (ep) {
@@ -256,6 +257,7 @@ void cm_progress(ucp_worker* w) noexcept {
           break;
         }
         case FI_SHUTDOWN: {
+          if (!nested && cm_ep_of(w, e->fid)) drain_completions(w);
           ucp_ep* ep = cm_ep_of(w, e->fid);
           if (!ep || ep->close_stage) break;
           ep->flags |= EPF_REMOTE_CLOSED;

@@ -609,6 +609,7 @@ void handle_cq_error(ucp_worker* w, iface* tp) noexcept;
 void dispatch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry& e) noexcept;
 void check_flushes(ucp_worker* w, ucp_ep* ep) noexcept;
 void dispatch_batch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry* e, ssize_t k) noexcept;
+void drain_completions(ucp_worker* w) noexcept;
 int issue_one_sided(ucp_worker* w, ucp_ep* ep, op* o) noexcept;
 void ep_close_progress(ucp_ep* ep) noexcept;
 void trecv_done(ucp_worker* w, op* o, const fi_cq_tagged_entry& e) noexcept;
@@ -632,7 +633,9 @@ void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total
 void am_ats(ucp_worker* w, const frame& f) noexcept;
 void stream_handle(ucp_worker* w, ucp_ep* ep, const uint8_t* data, size_t len) noexcept;
 void stream_fail(ucp_ep* ep, ucs_status_t st) noexcept;
-void cm_progress(ucp_worker* w) noexcept;
+// `nested`: called from a dispatch (a frame that came before its CONNECTED
+// event), where completions are not drained before a disconnection.
+void cm_progress(ucp_worker* w, bool nested) noexcept;
 void cm_close_ep(ucp_ep* ep) noexcept;
 void cm_destroy(ucp_worker* w) noexcept;
 ucs_status_t cm_connect(ucp_worker* w, const ucp_ep_params_t* p, ucp_ep** out);

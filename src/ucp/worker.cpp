@@ -662,6 +662,30 @@ void dispatch_batch(ucp_worker* w, iface* tp, const fi_cq_tagged_entry* e, ssize
   }
 }
 
+// Before a peer's disconnection fails its endpoint: the completions the
+// providers hold now are dispatched first, so that an operation the
+// provider finished before the peer went (a send whose completion waits in
+// the queue, behind a batch's worth of others or posted in this progress
+// call) completes as it did, not with the reset. Not while completions wait
+// in the stash (they go first, in the next progress call); bounded per
+// transport. The caller is progress itself, not a dispatch: a dispatch in
+// the middle of its batch would reorder the queue.
+void drain_completions(ucp_worker* w) noexcept {
+  for (auto& tpp : w->tps) {
+    iface* tp = tpp.get();
+    for (int round = 0; round < 64 && w->stash_pos >= w->stash.size(); round++) {
+      fi_cq_tagged_entry e[cq_batch];
+      ssize_t k = fi_cq_read(tp->cq, e, cq_batch);
+      if (k > 0)
+        dispatch_batch(w, tp, e, k);
+      else if (k == -FI_EAVAIL)
+        handle_cq_error(w, tp);
+      else
+        break;
+    }
+  }
+}
+
 // Closed endpoints are deleted only here, where no caller holds one.
 void bury(ucp_worker* w) noexcept {
   auto g = std::move(w->graveyard);
@@ -724,7 +748,7 @@ unsigned progress_full(ucp_worker* w) noexcept {
     n++;
   }
   if (w->cm_users) [[unlikely]]
-    cm_progress(w);
+    cm_progress(w, false);
   if (w->peer_mode_eps && !(++w->ka_tick & 255)) [[unlikely]]
     keepalive(w);
   if (w->deferred_head) [[unlikely]]

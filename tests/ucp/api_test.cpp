@@ -1473,15 +1473,11 @@ void on_conn(ucp_conn_request_h r, void* arg) {
   if (!c->req) c->req = r;
 }
 
-TEST(ucp, client_server_listener) {
-  // The listener needs a provider with connection management: tcp (weft's,
-  // or Debian's in api_real_fabric).
-  side probe;
-  probe.init();
-  sockaddr_in sa{};
+// A listener on 127.0.0.1 (a port the system picks) whose requests land in sc.
+ucp_listener_h listen_loopback(ucp_worker_h w, server_ctx& sc, sockaddr_in& sa, uint16_t* port) {
+  sa = {};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  server_ctx sc;
   ucp_listener_params_t lp{};
   lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
   lp.sockaddr.addr = reinterpret_cast<sockaddr*>(&sa);
@@ -1489,12 +1485,24 @@ TEST(ucp, client_server_listener) {
   lp.conn_handler.cb = on_conn;
   lp.conn_handler.arg = &sc;
   ucp_listener_h l = nullptr;
-  ucs_status_t st = ucp_listener_create(probe.w, &lp, &l);
-  ASSERT_EQ(st, UCS_OK);
+  if (ucp_listener_create(w, &lp, &l) != UCS_OK) return nullptr;
   ucp_listener_attr_t la{};
   la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-  ASSERT_EQ(ucp_listener_query(l, &la), UCS_OK);
-  uint16_t port = ntohs(reinterpret_cast<sockaddr_in*>(&la.sockaddr)->sin_port);
+  *port = 0;
+  if (ucp_listener_query(l, &la) == UCS_OK) *port = ntohs(reinterpret_cast<sockaddr_in*>(&la.sockaddr)->sin_port);
+  return l;
+}
+
+TEST(ucp, client_server_listener) {
+  // The listener needs a provider with connection management: tcp (weft's,
+  // or Debian's in api_real_fabric).
+  side probe;
+  probe.init();
+  sockaddr_in sa;
+  server_ctx sc;
+  uint16_t port = 0;
+  ucp_listener_h l = listen_loopback(probe.w, sc, sa, &port);
+  ASSERT_TRUE(l);
   ASSERT_NE(port, 0);
   fflush(nullptr);
   pid_t pid = fork();
@@ -1616,6 +1624,124 @@ TEST(ucp, client_server_listener) {
   ucp_listener_destroy(l);
   probe.fini();
   EXPECT_EQ(g_fail, 0);
+}
+
+// The server receives every message and closes its endpoint with FORCE, as
+// Debian's ucp_client_server does after its last iteration. The client's
+// sends had all been taken by the provider (their completions were waiting
+// in its queue, more than one progress call reads at a time) when it learns
+// of the disconnection: every one completes with UCS_OK, none with the
+// reset (the first failure CI saw was the example's client hearing
+// "Connection reset by remote peer" for a message the server had printed).
+TEST(ucp, client_server_sends_taken_before_peer_close_succeed) {
+  constexpr int n = 40;
+  constexpr size_t len = 16;
+  two([](side& s) {
+    s.init();
+    sockaddr_in sa;
+    uint16_t port = 0;
+    if (s.rank == 0) {
+      server_ctx sc;
+      ucp_listener_h l = listen_loopback(s.w, sc, sa, &port);
+      CK(l && port);
+      s.put(&port, sizeof port);
+      double t0 = now();
+      while (!sc.req && now() - t0 < 10) s.progress();
+      CK(sc.req);
+      if (!sc.req) return;
+      // The data worker, as the example's server has.
+      side data;
+      data.sock = s.sock;
+      ucp_worker_params_t wp{};
+      CK(ucp_worker_create(s.ctx, &wp, &data.w) == UCS_OK);
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
+      ep.conn_request = sc.req;
+      CK(ucp_ep_create(data.w, &ep, &data.ep) == UCS_OK);
+      uint32_t v = 0;
+      CK(data.wait(ucp_tag_recv_nbx(data.w, &v, sizeof v, 1, ~0ull, nullptr)) == UCS_OK);
+      CK(data.wait(ucp_tag_send_nbx(data.ep, &v, sizeof v, 2, nullptr)) == UCS_OK);
+      char go = 0;
+      CK(data.get(&go, 1));
+      for (int i = 0; i < n; i++) {
+        uint8_t got[len] = {};
+        CK(data.wait(ucp_tag_recv_nbx(data.w, got, len, 3, ~0ull, nullptr)) == UCS_OK);
+        CK(same(got, len, i));
+      }
+      data.close_ep(true);
+      data.put(&go, 1);
+      CK(data.get(&go, 1));  // the client's verdict is in
+      ucp_worker_destroy(data.w);
+      ucp_listener_destroy(l);
+      s.fini();
+      return;
+    }
+    CK(s.get(&port, sizeof port));
+    sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(port);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_USER_DATA;
+    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    ep.sockaddr.addr = reinterpret_cast<sockaddr*>(&sa);
+    ep.sockaddr.addrlen = sizeof sa;
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = side::on_error;
+    ep.user_data = &s;
+    CK(ucp_ep_create(s.w, &ep, &s.ep) == UCS_OK);
+    // Connected both ways once the server's reply is here.
+    uint32_t v = 7;
+    CK(s.wait(ucp_tag_send_nbx(s.ep, &v, sizeof v, 1, nullptr)) == UCS_OK);
+    CK(s.wait(ucp_tag_recv_nbx(s.w, &v, sizeof v, 2, ~0ull, nullptr)) == UCS_OK);
+    // Requests (not completed at return), and no progress until the server
+    // has taken them all and closed.
+    std::vector<std::vector<uint8_t>> bufs(n, std::vector<uint8_t>(len));
+    std::vector<void*> reqs(n);
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    for (int i = 0; i < n; i++) {
+      fill(bufs[i].data(), len, i);
+      reqs[i] = ucp_tag_send_nbx(s.ep, bufs[i].data(), len, 3, &p);
+      CK(UCS_PTR_IS_PTR(reqs[i]));
+    }
+    char go = 1;
+    s.put(&go, 1);
+    ucp_worker_h w = s.w;
+    s.w = nullptr;  // get() reads the socket without progressing
+    CK(s.get(&go, 1));
+    s.w = w;
+    usleep(300000);  // the disconnection reaches the event queue
+    double t0 = now();
+    int done = 0;
+    while (done < n && now() - t0 < 10) {
+      s.progress();
+      done = 0;
+      for (void* r : reqs) done += UCS_PTR_IS_PTR(r) && ucp_request_check_status(r) != UCS_INPROGRESS;
+    }
+    CK(done == n);
+    for (int i = 0; i < n; i++) {
+      if (!UCS_PTR_IS_PTR(reqs[i])) continue;
+      ucs_status_t st = ucp_request_check_status(reqs[i]);
+      if (st != UCS_OK) fprintf(stderr, "send %d of %d: %s\n", i, n, ucs_status_string(st));
+      CK(st == UCS_OK);
+      if (st != UCS_INPROGRESS) ucp_request_free(reqs[i]);
+    }
+    // Then the endpoint fails, as before: checked over weft. Over Debian's
+    // libfabric (api_real_fabric preloads it) this client did not hear of
+    // the server's shutdown within 10 s (left alone here: the sends above
+    // are this case's point).
+    const char* pre = getenv("LD_PRELOAD");
+    if (!pre || !strstr(pre, "libfabric")) {
+      t0 = now();
+      while (!s.err_calls && now() - t0 < 10) s.progress();
+      CK(s.err_calls == 1 && s.ep_error == UCS_ERR_CONNECTION_RESET);
+    }
+    s.put(&go, 1);
+    s.close_ep(true);
+    s.fini();
+  });
 }
 
 // ---------------------------------------------------------------- the rest of one process's calls
