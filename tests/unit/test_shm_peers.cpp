@@ -304,6 +304,31 @@ TEST_P(shm_peers, SlotsOfDeadSendersAreTakenAgain) {
   EXPECT_TRUE(rx.o.close());
 }
 
+// Senders find an endpoint by connecting to its name, and the endpoint
+// accepts those connections only when it progresses. 1,000 lookups of an
+// endpoint that does not progress (its process busy, as a receiver that is
+// still forking its senders) all find it: none is told "not there yet".
+TEST(shm_name, ThousandLookupsWhileTheOwnerDoesNotProgress) {
+  constexpr int lookups = 1000;
+  FILE* f = fopen("/proc/sys/net/core/somaxconn", "r");
+  int somaxconn = 0;
+  if (f) {
+    if (fscanf(f, "%d", &somaxconn) != 1) somaxconn = 0;
+    fclose(f);
+  }
+  if (somaxconn < lookups) GTEST_SKIP() << "net.core.somaxconn is " << somaxconn << ", below " << lookups;
+  const std::string name = base_name() + ":idle";
+  plain::endpoint o;
+  ASSERT_TRUE(o.open("shm", FI_TAGGED, ("fi_shm://" + name).c_str()));
+  int found = 0;
+  for (int i = 0; i < lookups; ++i) {
+    weft::shm::mapping m;
+    int32_t owner = 0;
+    if (weft::shm::open_region(name, m, &owner) == weft::shm::found::yes && owner == getpid()) ++found;
+  }
+  EXPECT_EQ(found, lookups);
+}
+
 INSTANTIATE_TEST_SUITE_P(mode, shm_peers, ::testing::ValuesIn(weft_test::mp_modes("shm")),
                          [](const auto& p) { return std::string(p.param.name); });
 

@@ -172,6 +172,17 @@ socklen_t abstract_address(const std::string& name, sockaddr_un* sa) noexcept {
 }
 }  // namespace
 
+// A new sender learns our pid by connecting to the name, and the connection
+// waits in the listen backlog until our progress accepts and closes it
+// (drain, every 100 ms while we progress). The backlog is how many senders
+// may look us up between two drains, or while we do not progress at all
+// (busy elsewhere: forking the very senders, say); one past it hears "not
+// yet" (-FI_EAGAIN) until the next drain. At 512, 1,024 senders started
+// while their receiver forked them (bench/shm_peers_mem.cpp, 20 s of that
+// on 2 CPUs) lost a third of their sends. The kernel caps it at
+// net.core.somaxconn (4,096 since Linux 5.4).
+constexpr int name_backlog = 4096;
+
 void name_claim::claim(const std::string& name) {
   reset();
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -184,7 +195,7 @@ void name_claim::claim(const std::string& name) {
     if (err == EADDRINUSE) fail(FI_EADDRINUSE, "shm: endpoint name in use");
     fail(FI_EIO, "shm: cannot claim the endpoint name");
   }
-  if (listen(fd, 512) != 0) {
+  if (listen(fd, name_backlog) != 0) {
     ::close(fd);
     fail(FI_EIO, "shm: cannot listen on the endpoint name");
   }
@@ -193,9 +204,8 @@ void name_claim::claim(const std::string& name) {
 
 void name_claim::drain() noexcept {
   if (fd_ < 0) return;
-  // Bounded, but enough for a burst of new senders: one still in the
-  // listen backlog is told "not yet" (-FI_EAGAIN) when the backlog is full.
-  for (int i = 0; i < 1024; ++i) {
+  // Bounded by the backlog: at most what can wait there.
+  for (int i = 0; i < name_backlog; ++i) {
     int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) break;
     ::close(c);
