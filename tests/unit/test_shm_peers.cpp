@@ -327,6 +327,7 @@ TEST(shm_name, ThousandLookupsWhileTheOwnerDoesNotProgress) {
     if (weft::shm::open_region(name, m, &owner) == weft::shm::found::yes && owner == getpid()) ++found;
   }
   EXPECT_EQ(found, lookups);
+  o.close();
 }
 
 INSTANTIATE_TEST_SUITE_P(mode, shm_peers, ::testing::ValuesIn(weft_test::mp_modes("shm")),
