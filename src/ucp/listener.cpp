@@ -195,6 +195,14 @@ void on_connreq(ucp_worker* w, const fi_eq_cm_entry* e, size_t datalen) {
   }
 }
 
+// The endpoint whose connection `f` ended (a shutdown or an error event),
+// looked up after the completions the providers hold were dispatched (not
+// from inside a dispatch): their callbacks may have closed it.
+ucp_ep* cm_ep_ended(ucp_worker* w, fid_t f, bool nested) noexcept {
+  if (!nested && cm_ep_of(w, f)) drain_completions(w);
+  return cm_ep_of(w, f);
+}
+
 }  // namespace
 
 void cm_close_ep(ucp_ep* ep) noexcept {
@@ -221,8 +229,7 @@ void cm_progress(ucp_worker* w, bool nested) noexcept {
     if (rc == -FI_EAVAIL) {
       fi_eq_err_entry err{};
       if (fi_eq_readerr(w->eq, &err, 0) < 0) return;  // the entry's size in bytes on success
-      if (!nested && cm_ep_of(w, err.fid)) drain_completions(w);
-      ucp_ep* ep = cm_ep_of(w, err.fid);
+      ucp_ep* ep = cm_ep_ended(w, err.fid, nested);
       WUCP_LOG(L_DEBUG, "cm: error event %d (%s) for %s", err.err, fi_strerror(err.err), ep ? ep->name : "?");
       if (ep) {
         bool rejected = err.err_data && err.err_data_size >= sizeof reject_marker &&
@@ -257,8 +264,7 @@ void cm_progress(ucp_worker* w, bool nested) noexcept {
           break;
         }
         case FI_SHUTDOWN: {
-          if (!nested && cm_ep_of(w, e->fid)) drain_completions(w);
-          ucp_ep* ep = cm_ep_of(w, e->fid);
+          ucp_ep* ep = cm_ep_ended(w, e->fid, nested);
           if (!ep || ep->close_stage) break;
           ep->flags |= EPF_REMOTE_CLOSED;
           if (ep->state == EP_CONNECTING || ep->err_mode == UCP_ERR_HANDLING_MODE_PEER)
