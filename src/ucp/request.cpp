@@ -288,7 +288,13 @@ UCP_EXPORT ucs_status_t ucp_stream_recv_request_test(void* req, size_t* length_p
   return r->status;
 }
 
-UCP_EXPORT void ucp_request_free(void* req) {
+namespace {
+// Gives a request back to the library. ucp_request_free also silences its
+// callback (ucp.h: "no further notifications or callbacks"); the deprecated
+// ucp_request_release keeps it, as UCX does: MPICH's ch4:ucx releases a
+// send request right after posting it and frees its buffers in the
+// callback, which must still run when the operation completes.
+void release_request(void* req, bool keep_cb) noexcept {
   if (!req || UCS_PTR_IS_ERR(req)) return;
   auto* r = request::of(req);
   ucp_worker* w = r->w;
@@ -308,16 +314,17 @@ UCP_EXPORT void ucp_request_free(void* req) {
   // operation releases it) until it is freed here; then it is a pool
   // request like any other.
   if (r->flags & RF_ALLOCATED) r->flags &= ~(RF_ALLOCATED | RF_EXTERNAL);
-  // Freeing an uncompleted request leaves the operation running; the request
-  // returns to the pool when it completes.
+  // Releasing an uncompleted request leaves the operation running; the
+  // request returns to the pool when it completes.
   r->flags |= RF_RELEASED;
-  r->cbk = CB_NONE;
+  if (!keep_cb) r->cbk = CB_NONE;
   req_maybe_release(r);
 }
+}  // namespace
 
-UCP_EXPORT void ucp_request_release(void* req) {
-  ucp_request_free(req);
-}
+UCP_EXPORT void ucp_request_free(void* req) { release_request(req, false); }
+
+UCP_EXPORT void ucp_request_release(void* req) { release_request(req, true); }
 
 UCP_EXPORT void* ucp_request_alloc(ucp_worker_h worker) {
   if (!worker) return nullptr;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -882,6 +883,124 @@ TEST(ucp, active_messages) {
       CK(s.wait(ucp_am_send_nbx(reply_ep, 17, nullptr, 0, "pong", 4, &q)) == UCS_OK);
       s.barrier();
     }
+    s.fini();
+  });
+}
+
+// MPICH's ch4:ucx drives the old AM API this way (MPI one-sided operations
+// of any size travel as one active message): each message is a header buffer
+// and the user's data as a two-entry IOV, sent with ucp_am_send_nb and a
+// callback, whose request is handed back at once with ucp_request_release;
+// the callback frees the header buffer and completes the operation. The
+// target's handler (UCP_AM_FLAG_WHOLE_MSG) copies the message, checks it and
+// replies from inside the handler with a small ucp_am_send_nb of its own,
+// whose callback releases its request. ucp_request_release, unlike
+// ucp_request_free, keeps the callback: a face that dropped it left every
+// message past the eager size without its completion, and MPI_Win_fence
+// waiting for it forever.
+struct mpich_am {
+  ucp_worker_h w = nullptr;
+  ucp_ep_h ep = nullptr;
+  int received = 0, acks = 0, bad = 0;
+};
+mpich_am g_mpich_am;
+int g_mpich_sends_done = 0, g_mpich_acks_sent = 0, g_mpich_bad_status = 0;
+
+struct mpich_hdr {
+  uint32_t kind;  // 1 data, 2 ack
+  uint32_t seq;
+  uint64_t data_sz;
+};
+
+void mpich_data_sent(void* r, ucs_status_t st) {
+  // the request's application part carries the header buffer to free
+  auto* a = static_cast<app_req*>(r);
+  if (st != UCS_OK) g_mpich_bad_status++;
+  free(reinterpret_cast<void*>(a->tag));
+  a->tag = 0;
+  g_mpich_sends_done++;
+}
+void mpich_ack_sent(void* r, ucs_status_t st) {
+  if (st != UCS_OK) g_mpich_bad_status++;
+  g_mpich_acks_sent++;
+  ucp_request_release(r);  // inside the callback, as MPICH does
+}
+void mpich_post_ack(uint32_t seq) {
+  mpich_hdr ack{2, seq, 0};
+  void* r = ucp_am_send_nb(g_mpich_am.ep, 9, &ack, sizeof ack, ucp_dt_make_contig(1), mpich_ack_sent, 0);
+  if (UCS_PTR_IS_ERR(r))
+    g_mpich_bad_status++;
+  else if (!r)
+    g_mpich_acks_sent++;  // done at once: no callback comes
+}
+ucs_status_t mpich_am_handler(void*, void* data, size_t length, ucp_ep_h, unsigned) {
+  // copied first, as MPICH's handler does (the data may be unaligned)
+  std::vector<uint8_t> copy(static_cast<uint8_t*>(data), static_cast<uint8_t*>(data) + length);
+  mpich_hdr h;
+  if (length < sizeof h) {
+    g_mpich_am.bad++;
+    return UCS_OK;
+  }
+  memcpy(&h, copy.data(), sizeof h);
+  if (h.kind == 2) {
+    g_mpich_am.acks++;
+    return UCS_OK;
+  }
+  if (h.kind != 1 || length != sizeof h + h.data_sz || !same(copy.data() + sizeof h, h.data_sz, int(h.seq)))
+    g_mpich_am.bad++;
+  g_mpich_am.received++;
+  mpich_post_ack(h.seq);  // a reply from inside the handler
+  return UCS_OK;
+}
+
+TEST(ucp, am_old_api_released_requests_as_mpich_drives_it) {
+  two([](side& s) {
+    s.init();
+    s.connect();
+    g_mpich_am = {s.w, s.ep};
+    CK(ucp_worker_set_am_handler(s.w, 9, mpich_am_handler, nullptr, UCP_AM_FLAG_WHOLE_MSG) == UCS_OK);
+    s.barrier();
+    // eager, around the face's frame size (8 KiB), MPICH's eager limit
+    // (16 KiB), a transpose's 40 KB and 4 MB
+    const std::vector<size_t> sizes = {0, 100, 8100, 8192, 16384, 40000, 4000000, 40000, 100};
+    const int total = static_cast<int>(sizes.size());
+    if (s.rank == 0) {
+      std::vector<std::vector<uint8_t>> data;
+      for (int i = 0; i < total; i++) {
+        data.emplace_back(sizes[i] + 1);
+        fill(data.back().data(), sizes[i], i);
+      }
+      // all in flight at once, each request released as soon as it is
+      // posted; the IOV stays valid until its send completes (MPICH keeps
+      // it in its own request)
+      std::vector<std::array<ucp_dt_iov_t, 2>> iovs(sizes.size());
+      for (int i = 0; i < total; i++) {
+        auto* h = static_cast<mpich_hdr*>(malloc(sizeof(mpich_hdr)));
+        *h = {1, static_cast<uint32_t>(i), sizes[i]};
+        iovs[i] = {{{h, sizeof *h}, {data[i].data(), sizes[i]}}};
+        void* r = ucp_am_send_nb(s.ep, 9, iovs[i].data(), 2, ucp_dt_make_iov(), mpich_data_sent, 0);
+        CK(!UCS_PTR_IS_ERR(r));
+        if (UCS_PTR_IS_PTR(r)) {
+          static_cast<app_req*>(r)->tag = reinterpret_cast<uintptr_t>(h);
+          ucp_request_release(r);
+        } else {
+          free(h);  // done at once: no callback comes
+          g_mpich_sends_done++;
+        }
+      }
+      double t0 = now();
+      while ((g_mpich_sends_done < total || g_mpich_am.acks < total) && now() - t0 < 30) s.progress();
+      CK(g_mpich_sends_done == total);
+      CK(g_mpich_am.acks == total);
+    } else {
+      double t0 = now();
+      while ((g_mpich_am.received < total || g_mpich_acks_sent < total) && now() - t0 < 30) s.progress();
+      CK(g_mpich_am.received == total);
+      CK(g_mpich_acks_sent == total);
+    }
+    CK(g_mpich_am.bad == 0);
+    CK(g_mpich_bad_status == 0);
+    s.barrier();
     s.fini();
   });
 }
