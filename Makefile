@@ -6,7 +6,7 @@ CMAKE_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all setup build demo test test-release test-asan test-tsan compare install deb clean
+.PHONY: all setup build demo test test-release test-asan test-tsan peer-tests compare install deb clean
 
 all: build
 
@@ -47,6 +47,14 @@ test-tsan: setup
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=thread >/dev/null
 	cmake --build build-tsan -j $(JOBS) --target weft_unit_tests weft_plugin_tests delay_link man
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E 'compat\.|netns\.fi_pingpong|fuzz\.'
+
+# The field's own test suites, whole, over weft and over the real libraries
+# side by side (tests/peer): MPICH's test suite built with MPICH and with
+# Open MPI. `make test` runs their CI selection.
+peer-tests: build
+	bash tests/peer/mpich_testsuite.sh $(BUILD) "" full mpich; a=$$?; \
+	bash tests/peer/mpich_testsuite.sh $(BUILD) "" full openmpi; b=$$?; \
+	[ $$a -eq 0 ] && [ $$b -eq 0 ]
 
 compare: build
 	bash bench/compare.sh $(BUILD)
