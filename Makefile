@@ -6,7 +6,7 @@ CMAKE_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all setup build demo test test-release test-asan test-tsan peer-tests compare install deb clean
+.PHONY: all setup build dist demo test test-release test-asan test-tsan peer-tests compare install deb clean
 
 all: build
 
@@ -59,12 +59,18 @@ peer-tests: build
 compare: build
 	bash bench/compare.sh $(BUILD)
 
+# What install and deb ship, and nothing else: the libraries, plugins, tools
+# and man pages (the CMake target dist), no test program.
+dist: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target dist
+
 # Install into PREFIX (DESTDIR honoured): the layout is in cmake/install_files.cmake.
-install: build
+install: dist
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 # The Debian package, $(BUILD)/weft_<version>_<arch>.deb (scripts/deb.sh).
-deb: build
+deb: dist
 	bash scripts/deb.sh $(BUILD)
 
 clean:

@@ -17,8 +17,9 @@ log=$(cd "$build" && pwd)/demo-build.log
 # tools: weft-perf, rsm-perf, ucp-perf.
 targets=(fabric ucp ucs ucm weft_rsm weft-perf rsm-perf ucp-perf cacheline-pingpong)
 echo "Building weft (${targets[*]}): the build's output goes to $log"
+here=$(cd "$(dirname "$0")" && pwd)
 if ! { cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CMAKE_ARGS:-} &&
-       cmake --build "$build" -j "$jobs" --target "${targets[@]}"; } >"$log" 2>&1; then
+       cmake --build "$build" -j "$jobs" --target "${targets[@]}"; } 2>&1 | "$here/build_progress.sh" "$log"; then
   echo "The build failed; the end of $log:"
   tail -30 "$log"
   exit 1
