@@ -70,6 +70,14 @@ done
 ! grep -v '^/usr\(/\|$\)' <<<"$paths" || fail "the package installs outside /usr"
 ! grep -E "^$libdir/lib(fabric|ucp|ucs|ucm)\.so" <<<"$files" || fail "a drop-in library would shadow the system's"
 dpkg-deb -f "$deb" Depends | grep -q 'libfabric1' || fail "no dependency on libfabric1"
+# The description names the four providers and the three faces; the
+# copyright file gives the license.
+desc=$(dpkg-deb -f "$deb" Description)
+for w in lnx shm tcp udp libweft_rsm libucp.so.0 libfabric.so.1; do
+  grep -qw -- "$w" <<<"$desc" || fail "the package description does not name $w"
+done
+dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./usr/share/doc/weft/copyright | grep -qx 'License: BSD-3-Clause' ||
+  fail "the copyright file does not give the BSD-3-Clause license"
 ok "dpkg-deb -c: $(wc -l <<<"$files") files, dependencies $(dpkg-deb -f "$deb" Depends)"
 
 # What exists before: none of its files; the folders it would add are noted.
