@@ -64,6 +64,7 @@ for f in /usr/bin/weft /usr/bin/weft-perf /usr/bin/rsm-perf /usr/include/rsmapi.
   /usr/share/man/man1/weft.1.gz /usr/share/man/man1/weft-perf.1.gz /usr/share/man/man1/rsm-perf.1.gz \
   /usr/share/man/man7/weft.7.gz /usr/share/man/man7/fi_weft_shm.7.gz /usr/share/man/man7/fi_weft_tcp.7.gz \
   /usr/share/man/man7/fi_weft_lnx.7.gz /usr/share/man/man7/fi_weft_udp.7.gz \
+  /usr/share/man/man3/rsmapi.3.gz /usr/share/man/man3/rsm_strerror.3.gz \
   /usr/share/doc/weft/copyright; do
   grep -qx "$f" <<<"$files" || fail "the package lacks $f"
 done
@@ -103,7 +104,8 @@ grep -q 'it loads these plugins' <<<"$out" || { echo "$out"; fail "weft info doe
 grep -q "as run now: .*libfabric.*(not weft's)" <<<"$out" && grep -q "under weft run:  $libdir/weft/libfabric.so.1.*(weft's)" <<<"$out" ||
   { echo "$out"; fail "weft info does not tell the system's libfabric from weft's"; }
 ok "weft run, weft info"
-for page in weft.1 weft-perf.1 rsm-perf.1 weft.7 fi_weft_shm.7 fi_weft_tcp.7 fi_weft_lnx.7 fi_weft_udp.7; do
+for page in weft.1 weft-perf.1 rsm-perf.1 weft.7 fi_weft_shm.7 fi_weft_tcp.7 fi_weft_lnx.7 fi_weft_udp.7 \
+  rsmapi.3 rsm_strerror.3; do
   where=$(man -w "${page##*.}" "${page%.*}" 2>/dev/null) || fail "man does not find ${page%.*}(${page##*.})"
   [ "$where" = "/usr/share/man/man${page##*.}/$page.gz" ] || fail "man ${page%.*} is $where"
   err=$(man --warnings "${page##*.}" "${page%.*}" 2>&1 >/dev/null)
