@@ -7,8 +7,8 @@
  * next one. A message whose text is "quit" ends the program.
  *
  *   mkdir -p build/examples
- *   cc examples/rsm/rsm_exporter.c $(PKG_CONFIG_PATH=build/lib/pkgconfig pkg-config --cflags --libs weft-rsm) \
- *     -o build/examples/rsm_exporter
+ *   flags=$(PKG_CONFIG_PATH=build/lib/pkgconfig pkg-config --cflags --libs weft-rsm)
+ *   cc examples/rsm/rsm_exporter.c $flags -o build/examples/rsm_exporter
  *   LD_LIBRARY_PATH=build/lib build/examples/rsm_exporter [controller [segment-id]]
  */
 #include <poll.h>

@@ -7,8 +7,8 @@
  * awaited on our own poll descriptor with poll(2).
  *
  *   mkdir -p build/examples
- *   cc examples/rsm/rsm_importer.c $(PKG_CONFIG_PATH=build/lib/pkgconfig pkg-config --cflags --libs weft-rsm) \
- *     -o build/examples/rsm_importer
+ *   flags=$(PKG_CONFIG_PATH=build/lib/pkgconfig pkg-config --cflags --libs weft-rsm)
+ *   cc examples/rsm/rsm_importer.c $flags -o build/examples/rsm_importer
  *   LD_LIBRARY_PATH=build/lib build/examples/rsm_importer [controller [node [segment-id [count]]]]
  */
 #include <poll.h>

@@ -13,7 +13,8 @@ struct error_text {
   const char* text;
 };
 
-#define RSM_ERROR(code, text) {code, #code, text}
+#define RSM_ERROR(code, text) \
+  { code, #code, text }
 constexpr error_text errors[] = {
     RSM_ERROR(RSM_SUCCESS, "success"),
     RSM_ERROR(RSMERR_BAD_LIBRARY_VERSION, "bad library version (a libfabric too old?)"),

@@ -97,13 +97,20 @@ TEST(RsmApi, HeaderValues) {
 TEST(RsmApi, ErrorNames) {
   // rsm_errname gives each value its macro's name, rsm_strerror a text;
   // a value RSMAPI does not define has no name and a text that says which.
-#define NAMED(code) {code, #code}
+#define NAMED(code) \
+  { code, #code }
   struct {
     int code;
     const char* name;
-  } named[] = {NAMED(RSM_SUCCESS), NAMED(RSMERR_BAD_LIBRARY_VERSION), NAMED(RSMERR_BAD_CTLR_HNDL),
-               NAMED(RSMERR_SEG_NOT_PUBLISHED), NAMED(RSMERR_PERM_DENIED), NAMED(RSMERR_BARRIER_FAILURE),
-               NAMED(RSMERR_CONN_ABORTED), NAMED(RSMERR_TIMEOUT), NAMED(RSMERR_SEG_NOT_CONNECTED)};
+  } named[] = {NAMED(RSM_SUCCESS),
+               NAMED(RSMERR_BAD_LIBRARY_VERSION),
+               NAMED(RSMERR_BAD_CTLR_HNDL),
+               NAMED(RSMERR_SEG_NOT_PUBLISHED),
+               NAMED(RSMERR_PERM_DENIED),
+               NAMED(RSMERR_BARRIER_FAILURE),
+               NAMED(RSMERR_CONN_ABORTED),
+               NAMED(RSMERR_TIMEOUT),
+               NAMED(RSMERR_SEG_NOT_CONNECTED)};
 #undef NAMED
   for (const auto& n : named) EXPECT_STREQ(rsm_errname(n.code), n.name);
   EXPECT_STREQ(rsm_strerror(RSMERR_SEG_NOT_PUBLISHED), "the segment is not published (yet)");
