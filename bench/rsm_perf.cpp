@@ -30,7 +30,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rsm_errors.h"
 #include "tool_util.h"
 
 #include <algorithm>
@@ -90,7 +89,8 @@ double now_s() {
   else if (err < 0)
     fprintf(stderr, "rsm-perf: %s: %s: %s\n", what, tool_fi_errname(err), fi_strerror(-err));
   else
-    fprintf(stderr, "rsm-perf: %s: %s: %s\n", what, rsm_error_name(err), rsm_error_text(err));
+    fprintf(stderr, "rsm-perf: %s: %s: %s\n", what, rsm_errname(err) ? rsm_errname(err) : "RSMERR_?",
+            rsm_strerror(err));
   if (sh) sh->failed = 1;
   exit(1);
 }

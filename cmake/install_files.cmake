@@ -4,7 +4,8 @@
 #   <libdir>/libfabric/  libweft_<name>-fi.so, plugins of the system libfabric
 #   <libdir>/            libweft_rsm.so*, pkgconfig/weft-rsm.pc
 #   include/rsmapi.h     bin/weft bin/weft-perf bin/rsm-perf
-#   share/man/man{1,7}/  weft.1 weft-perf.1 rsm-perf.1 weft.7 fi_weft_<name>.7
+#   share/man/man{1,3,7}/  weft.1 weft-perf.1 rsm-perf.1, rsmapi.3 and a page per RSM
+#                        call group, weft.7 fi_weft_<name>.7
 # <libdir> is lib/<multiarch> under /usr (Debian's, whose libfabric looks
 # for plugins in /usr/lib/<multiarch>/libfabric), lib elsewhere.
 # DESTDIR is honoured by file(INSTALL); --strip by CMAKE_INSTALL_DO_STRIP.
@@ -44,7 +45,7 @@ configure_file("${WEFT_SOURCE_DIR}/src/rsm/weft-rsm.pc.in" "${gen}/weft-rsm.pc" 
 weft_install(FILE "${libdir}/pkgconfig" "${gen}/weft-rsm.pc")
 
 # Man pages (built from docs/man/*.md; none if go-md2man was missing).
-foreach(section 1 7)
+foreach(section 1 3 7)
   file(GLOB pages "${WEFT_BINARY_DIR}/man/*.${section}")
   if(pages)
     weft_install(FILE "share/man/man${section}" ${pages})

@@ -69,14 +69,16 @@ Suggests: libfabric-bin, mpich
 Section: libs
 Priority: optional
 Description: communication library: libfabric, RSM and UCP faces over one core
- Weft implements the libfabric 1.17 API (a drop-in libfabric.so.1 with the
- shm and tcp providers), Solaris's RSM API (libweft_rsm) and UCX's UCP API
- (drop-in libucp.so.0, libucs.so.0, libucm.so.0).
+ Weft implements three interfaces over one core of its own: the libfabric
+ 1.17 API (a drop-in libfabric.so.1 with the providers lnx, the linked
+ shm+tcp provider, shm, tcp and udp), Solaris's RSM API (libweft_rsm,
+ rsmapi.h) and UCX's UCP API (drop-in libucp.so.0, libucs.so.0,
+ libucm.so.0).
  .
  The drop-in libraries live in $libdir/weft, where only
  programs started with "weft run" load them. weft's providers are also
  installed as plugins of the system's libfabric ($libdir/libfabric):
- fi_info lists them as weft_shm and weft_tcp.
+ fi_info lists them as weft_lnx, weft_shm, weft_tcp and weft_udp.
 EOF
 (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
 chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"

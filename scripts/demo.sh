@@ -110,7 +110,7 @@ Three alternating rounds of each; the medians. "weft better" is how many times
 better weft's figure is: libfabric's latency over weft's, weft's bandwidth
 over libfabric's; above 1.00, weft is ahead. Absolute figures depend on the
 machine and its load; the ratio, measured side by side, is what carries over
-(README: Performance).
+(docs/performance.md).
 EOF
 median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 printf "%-30s %-11s %10s %10s %12s\n" test unit weft libfabric "weft better"

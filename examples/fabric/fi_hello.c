@@ -1,8 +1,8 @@
 /*
  * fi_hello: one message from a client to a server over a libfabric RDM
- * endpoint, to see how providers name endpoints (README: "Addresses, worked
- * through"). Plain libfabric: it builds against Debian's headers and runs
- * over weft's libfabric or Debian's.
+ * endpoint, to see how providers name endpoints (the README's libfabric
+ * example; fi_weft_shm(7) on shm's names). Plain libfabric: it builds
+ * against Debian's headers and runs over weft's libfabric or Debian's.
  *
  *   mkdir -p build/examples
  *   cc examples/fabric/fi_hello.c -lfabric -o build/examples/fi_hello

@@ -1,7 +1,7 @@
 /*
  * ring: a token goes once around all ranks (MPI_Send / MPI_Recv), and rank 0
- * prints "ring of N ranks: the token came back". The README runs it under
- * each MPI path weft carries today (README: "MPI on weft").
+ * prints "ring of N ranks: the token came back". The README ("MPI") and
+ * weft(1) run it with MPICH and with Open MPI over weft's UCP face.
  *
  *   mkdir -p build/examples
  *   mpicc.mpich   examples/mpi/ring.c -o build/examples/ring_mpich

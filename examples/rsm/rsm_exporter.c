@@ -7,7 +7,8 @@
  * next one. A message whose text is "quit" ends the program.
  *
  *   mkdir -p build/examples
- *   cc examples/rsm/rsm_exporter.c -I build/include -L build/lib -lweft_rsm -o build/examples/rsm_exporter
+ *   flags=$(PKG_CONFIG_PATH=build/lib/pkgconfig pkg-config --cflags --libs weft-rsm)
+ *   cc examples/rsm/rsm_exporter.c $flags -o build/examples/rsm_exporter
  *   LD_LIBRARY_PATH=build/lib build/examples/rsm_exporter [controller [segment-id]]
  */
 #include <poll.h>
@@ -16,8 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#include "rsm_errors.h"
 
 #define SEGSIZE (64 * 1024)
 #define MSG_OFFSET 4096 /* the header page, then the text */
@@ -35,9 +34,11 @@ static uint32_t sum(const char* p, uint32_t n) {
   return s;
 }
 
-/* An RSMAPI call failed: its name, and the error's name and text. */
+/* An RSMAPI call failed: its name, and the error's name and text
+ * (rsm_errname and rsm_strerror, rsm_strerror(3)). */
 static void die(const char* what, int err) {
-  fprintf(stderr, "rsm_exporter: %s failed: %s: %s\n", what, rsm_error_name(err), rsm_error_text(err));
+  const char* name = rsm_errname(err);
+  fprintf(stderr, "rsm_exporter: %s failed: %s: %s\n", what, name ? name : "RSMERR_?", rsm_strerror(err));
   exit(1);
 }
 

@@ -64,12 +64,21 @@ for f in /usr/bin/weft /usr/bin/weft-perf /usr/bin/rsm-perf /usr/include/rsmapi.
   /usr/share/man/man1/weft.1.gz /usr/share/man/man1/weft-perf.1.gz /usr/share/man/man1/rsm-perf.1.gz \
   /usr/share/man/man7/weft.7.gz /usr/share/man/man7/fi_weft_shm.7.gz /usr/share/man/man7/fi_weft_tcp.7.gz \
   /usr/share/man/man7/fi_weft_lnx.7.gz /usr/share/man/man7/fi_weft_udp.7.gz \
+  /usr/share/man/man3/rsmapi.3.gz /usr/share/man/man3/rsm_strerror.3.gz \
   /usr/share/doc/weft/copyright; do
   grep -qx "$f" <<<"$files" || fail "the package lacks $f"
 done
 ! grep -v '^/usr\(/\|$\)' <<<"$paths" || fail "the package installs outside /usr"
 ! grep -E "^$libdir/lib(fabric|ucp|ucs|ucm)\.so" <<<"$files" || fail "a drop-in library would shadow the system's"
 dpkg-deb -f "$deb" Depends | grep -q 'libfabric1' || fail "no dependency on libfabric1"
+# The description names the four providers and the three faces; the
+# copyright file gives the license.
+desc=$(dpkg-deb -f "$deb" Description)
+for w in lnx shm tcp udp libweft_rsm libucp.so.0 libfabric.so.1; do
+  grep -qw -- "$w" <<<"$desc" || fail "the package description does not name $w"
+done
+dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./usr/share/doc/weft/copyright | grep -qx 'License: BSD-3-Clause' ||
+  fail "the copyright file does not give the BSD-3-Clause license"
 ok "dpkg-deb -c: $(wc -l <<<"$files") files, dependencies $(dpkg-deb -f "$deb" Depends)"
 
 # What exists before: none of its files; the folders it would add are noted.
@@ -95,7 +104,8 @@ grep -q 'it loads these plugins' <<<"$out" || { echo "$out"; fail "weft info doe
 grep -q "as run now: .*libfabric.*(not weft's)" <<<"$out" && grep -q "under weft run:  $libdir/weft/libfabric.so.1.*(weft's)" <<<"$out" ||
   { echo "$out"; fail "weft info does not tell the system's libfabric from weft's"; }
 ok "weft run, weft info"
-for page in weft.1 weft-perf.1 rsm-perf.1 weft.7 fi_weft_shm.7 fi_weft_tcp.7 fi_weft_lnx.7 fi_weft_udp.7; do
+for page in weft.1 weft-perf.1 rsm-perf.1 weft.7 fi_weft_shm.7 fi_weft_tcp.7 fi_weft_lnx.7 fi_weft_udp.7 \
+  rsmapi.3 rsm_strerror.3; do
   where=$(man -w "${page##*.}" "${page%.*}" 2>/dev/null) || fail "man does not find ${page%.*}(${page##*.})"
   [ "$where" = "/usr/share/man/man${page##*.}/$page.gz" ] || fail "man ${page%.*} is $where"
   err=$(man --warnings "${page##*.}" "${page%.*}" 2>&1 >/dev/null)

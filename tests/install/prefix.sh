@@ -53,7 +53,8 @@ layout)
     lib/libfabric/libweft_udp-fi.so \
     share/man/man1/weft.1 share/man/man1/weft-perf.1 share/man/man1/rsm-perf.1 \
     share/man/man7/weft.7 share/man/man7/fi_weft_shm.7 share/man/man7/fi_weft_tcp.7 share/man/man7/fi_weft_lnx.7 \
-    share/man/man7/fi_weft_udp.7; do
+    share/man/man7/fi_weft_udp.7 share/man/man3/rsmapi.3 share/man/man3/rsm_strerror.3 \
+    share/man/man3/rsm_memseg_import_putv.3; do
     [ -e "$prefix/$f" ] || fail "$f is not installed"
   done
   # The drop-in libraries never lie where the loader looks by itself.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The two example programs, built the way the README says (only
-# -I build/include -L build/lib -lweft_rsm) and run against each other:
+# The two example programs, built the way the README says (the build
+# tree's pkg-config file, weft-rsm.pc, the one name it has installed or not)
+# and run against each other:
 # five messages and "quit", checked on both sides, with the exporter started
 # first and then the importer first; over weft also the importer alone,
 # which must say what it waits for and end with the error's name and text.
@@ -18,9 +19,13 @@ trap cleanup EXIT
 CC=${CC:-cc}
 # A sanitizer build's libweft_rsm needs the sanitizer runtime loaded first:
 # such builds pass its flags in SANITIZE (empty otherwise).
+[ -e "$B/lib/pkgconfig/weft-rsm.pc" ] || { echo "no $B/lib/pkgconfig/weft-rsm.pc"; exit 1; }
+[ ! -e "$B/lib/pkgconfig/weft_rsm.pc" ] || { echo "the build tree still writes weft_rsm.pc"; exit 1; }
+flags=$(echo $(PKG_CONFIG_PATH=$B/lib/pkgconfig pkg-config --cflags --libs weft-rsm))
+[ "$flags" = "-I$B/include -L$B/lib -lweft_rsm" ] || { echo "pkg-config weft-rsm: $flags"; exit 1; }
 for p in rsm_exporter rsm_importer; do
   "$CC" -Wall -Wextra -Werror ${SANITIZE:+-fsanitize=$SANITIZE} "$S/examples/rsm/$p.c" \
-    -I "$B/include" -L "$B/lib" -lweft_rsm -o "$T/$p" 2> >(grep -v "libasan.*dangerous" >&2)
+    $flags -o "$T/$p" 2> >(grep -v "libasan.*dangerous" >&2)
 done
 if [ "$which" = weft ]; then
   export LD_LIBRARY_PATH=$B/lib          # weft's libfabric.so.1 lies beside libweft_rsm

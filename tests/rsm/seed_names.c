@@ -1,6 +1,6 @@
 /*
- * A program written with the names of the RSMAPI guide's own example
- * (../shared/spec/seeds, "Example 2-1"): rsm_iovec_t's import_segment_offset
+ * A program written with the names of the RSMAPI programming guide's own
+ * example ("Example 2-1"): rsm_iovec_t's import_segment_offset
  * and local.virtual_addr, and rsm_map_attr_t for rsm_memseg_import_map's
  * attribute. It compiles against weft's rsmapi.h as it is, exports a
  * segment, imports it in the same process, moves data with putv/getv and

@@ -1,8 +1,11 @@
-// The header's values, controllers, topology, the segment id range file, and
-// every call's refusal of null, forged and stale handles.
+// The header's values, controllers, topology, the segment id range file,
+// error names, every call's refusal of null, forged and stale handles.
 #include <gtest/gtest.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
+
+#include <string>
 
 #include "harness.hpp"
 
@@ -89,6 +92,40 @@ TEST(RsmApi, HeaderValues) {
   rsm_connections_t c{};
   c.hdr.remote_cntlr_count = 3;
   EXPECT_EQ(c.remote_cntlr_count, 3);
+}
+
+TEST(RsmApi, ErrorNames) {
+  // rsm_errname gives each value its macro's name, rsm_strerror a text;
+  // a value RSMAPI does not define has no name and a text that says which.
+#define NAMED(code) \
+  { code, #code }
+  struct {
+    int code;
+    const char* name;
+  } named[] = {NAMED(RSM_SUCCESS),
+               NAMED(RSMERR_BAD_LIBRARY_VERSION),
+               NAMED(RSMERR_BAD_CTLR_HNDL),
+               NAMED(RSMERR_SEG_NOT_PUBLISHED),
+               NAMED(RSMERR_PERM_DENIED),
+               NAMED(RSMERR_BARRIER_FAILURE),
+               NAMED(RSMERR_CONN_ABORTED),
+               NAMED(RSMERR_TIMEOUT),
+               NAMED(RSMERR_SEG_NOT_CONNECTED)};
+#undef NAMED
+  for (const auto& n : named) EXPECT_STREQ(rsm_errname(n.code), n.name);
+  EXPECT_STREQ(rsm_strerror(RSMERR_SEG_NOT_PUBLISHED), "the segment is not published (yet)");
+  EXPECT_STREQ(rsm_strerror(RSM_SUCCESS), "success");
+  for (int e = RSM_SUCCESS; e <= RSMERR_SEG_NOT_CONNECTED; e++) {
+    ASSERT_NE(rsm_errname(e), nullptr) << e;
+    EXPECT_EQ(strncmp(rsm_errname(e), e ? "RSMERR_" : "RSM_SUCCESS", e ? 7 : 12), 0) << rsm_errname(e);
+    EXPECT_STRNE(rsm_strerror(e), "") << e;
+    EXPECT_EQ(strstr(rsm_strerror(e), "unknown"), nullptr) << e;
+  }
+  for (int e : {-1, RSMERR_SEG_NOT_CONNECTED + 1, 1000}) {
+    EXPECT_EQ(rsm_errname(e), nullptr) << e;
+    EXPECT_EQ(std::string(rsm_strerror(e)), "unknown RSMAPI error " + std::to_string(e));
+  }
+  EXPECT_EQ(RSM_HAVE_STRERROR, 1);
 }
 
 TEST(RsmApi, Controller) {

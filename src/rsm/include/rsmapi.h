@@ -3,11 +3,12 @@
  * constants and error values), implemented by weft's libweft_rsm over the
  * public libfabric API. A program written for RSMAPI compiles unchanged:
  *
- *     #include <rsmapi.h>        cc prog.c -I build/include -L build/lib -lweft_rsm
+ *     #include <rsmapi.h>        cc prog.c $(pkg-config --cflags --libs weft-rsm)
  *
  * Every call returns RSM_SUCCESS (0) or an RSMERR_* code and is safe to call
- * from several threads. See docs/rsm.md for what weft maps, enforces and does
- * differently from Solaris.
+ * from several threads. The calls are described in their man pages (rsmapi(3)
+ * lists them); docs/rsm.md says what weft maps, enforces and does differently
+ * from Solaris.
  */
 #ifndef _RSMAPI_H
 #define _RSMAPI_H
@@ -321,6 +322,16 @@ int rsm_intr_signal_wait(void* memseg, int timeout);
 int rsm_memseg_get_pollfd(void* memseg, struct pollfd* fd);
 int rsm_memseg_release_pollfd(void* memseg);
 int rsm_intr_signal_wait_pollfd(struct pollfd fds[], nfds_t nfds, int timeout, int* numfdsp);
+
+/* Error names and texts: weft's addition, not in Solaris's RSMAPI
+ * (RSM_HAVE_STRERROR says they are there). rsm_errname(RSMERR_SEG_NOT_PUBLISHED)
+ * is "RSMERR_SEG_NOT_PUBLISHED" (NULL for a value RSMAPI does not define);
+ * rsm_strerror(err) a one-line text, "the segment is not published (yet)", or
+ * "unknown RSMAPI error N" (then in a buffer of the calling thread's, valid
+ * until its next call). See rsm_strerror(3). */
+#define RSM_HAVE_STRERROR 1
+const char* rsm_errname(int err);
+const char* rsm_strerror(int err);
 
 #ifdef __cplusplus
 }
