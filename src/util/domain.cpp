@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/fabric2.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "core/prov_template.hpp"
@@ -146,7 +147,7 @@ int domain_open(fabric& fab, fi_info* info, fid_domain** out, void* context) noe
     if (!tmpl) return -FI_ENODATA;
 
     std::unique_ptr<domain, void (*)(domain*)> d(new domain{}, domain_destroy);
-    d->info = info_dup(info);
+    d->info = info_dup(info, domain_attr_size_for(fab.api_version));
     if (!d->info) return -FI_ENOMEM;
     d->fab = &fab;
     d->prov = fab.prov;

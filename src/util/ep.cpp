@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "core/fabric2.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "util/addr.hpp"
@@ -347,7 +348,7 @@ fi_ops alias_fi_ops = {sizeof(fi_ops),  alias_close,  alias_bind,    alias_contr
 
 void endpoint_init(endpoint& e, domain& dom, const fi_info* info, void* context, ep_role role,
                    const ep_transport* tops, size_t inject_max) {
-  e.info = info_dup(info);
+  e.info = info_dup(info, domain_attr_size_for(dom.api_version));
   if (!e.info) throw std::bad_alloc();
   e.tops = tops;
   e.dom = &dom;
