@@ -156,7 +156,7 @@ WEFT_SYMVER_DEFAULT(fi_fabric2_1_8, fi_fabric2, "FABRIC_1.8");
 
 // --- unversioned ------------------------------------------------------------------
 WEFT_EXPORT uint32_t fi_version(void) {
-  return FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
+  return weft::api_newest;
 }
 
 // fi_open opens named top-level interfaces ("mr_cache", "logging" …): weft

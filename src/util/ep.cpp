@@ -355,6 +355,9 @@ void endpoint_init(endpoint& e, domain& dom, const fi_info* info, void* context,
   e.role = role;
   e.caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC);
   if (!(e.caps & (FI_SEND | FI_RECV))) e.caps |= FI_SEND | FI_RECV;
+  // Bits 45, 46 and 48 are capabilities of 2.x only (1.x: two registration
+  // flags and FI_VARIABLE_MSG, which weft does not offer).
+  if (!api_v2(dom.api_version)) e.caps &= ~(FI_TAGGED_DIRECTED_RECV | FI_TAGGED_MULTI_RECV | FI_EXACT_DIRECTED_RECV);
   e.inject_size = inject_max;
   if (info->tx_attr) {
     e.tx_op_flags = info->tx_attr->op_flags;
