@@ -404,7 +404,7 @@ TEST_F(Api2, ErrorEntrySource) {
 
 // What 1.18 ... 2.0 added that weft does not offer is refused the way the
 // man pages say: options (-FI_ENOPROTOOPT), profiling ops (-FI_ENOSYS),
-// registration flags (-FI_EBADFLAGS).
+// registration and AV flags (-FI_EBADFLAGS), counter events, atomic types.
 TEST_F(Api2, RefusedAdditions) {
   hints h("shm");
   answer a;
@@ -443,6 +443,17 @@ TEST_F(Api2, RefusedAdditions) {
   attr.access = FI_SEND | FI_RECV;
   EXPECT_EQ(fi_mr_regattr(domain, &attr, FI_MR_DMABUF, &mr), -FI_EBADFLAGS);
   EXPECT_EQ(fi_mr_regattr(domain, &attr, FI_MR_SINGLE_USE, &mr), -FI_EBADFLAGS);
+  // Counters count completions (FI_CNTR_EVENTS_BYTES, 2.0, is not offered);
+  // the atomic datatypes and operation 1.20 ... 2.0 added are not either.
+  fi_cntr_attr ca{};
+  ca.events = static_cast<fi_cntr_events>(FI_CNTR_EVENTS_BYTES);
+  fid_cntr* cntr = nullptr;
+  EXPECT_EQ(fi_cntr_open(domain, &ca, &cntr, nullptr), -FI_EINVAL);
+  fi_atomic_attr atomic{};
+  EXPECT_LT(fi_query_atomic(domain, static_cast<fi_datatype>(FI_FLOAT16), FI_SUM, &atomic, 0), 0);
+  EXPECT_LT(fi_query_atomic(domain, static_cast<fi_datatype>(FI_FLOAT8_E5M2), FI_MAX, &atomic, 0), 0);
+  EXPECT_LT(fi_query_atomic(domain, FI_INT32, static_cast<fi_op>(FI_DIFF), &atomic, 0), 0);
+  EXPECT_EQ(fi_query_atomic(domain, FI_INT32, FI_SUM, &atomic, 0), 0);
   EXPECT_STREQ(fi_strerror(FI_ENOMR), "Memory registration limit exceeded");
   EXPECT_EQ(fi_close(&ep->fid), 0);
 }
