@@ -16,3 +16,5 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# Debian 13's libfabric 2.x, for the tests of the 2.x ABI (cached once).
+"$(dirname "$0")/fetch_fabric2.sh" >/dev/null

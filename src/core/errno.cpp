@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/export.hpp"
+#include "core/fabric2.hpp"
 
 namespace {
 
@@ -24,14 +25,15 @@ const char* const fabric_errors[] = {
     "Missing or unavailable address vector",             // FI_ENOAV
     "Queue has been overrun",                            // FI_EOVERRUN
     "Receiver not ready, no receive buffers available",  // FI_ENORX
+    "Memory registration limit exceeded",                // FI_ENOMR (1.20)
 };
-static_assert(sizeof(fabric_errors) / sizeof(fabric_errors[0]) == FI_ERRNO_MAX - FI_ERRNO_OFFSET);
+static_assert(sizeof(fabric_errors) / sizeof(fabric_errors[0]) == FI_ENOMR + 1 - FI_ERRNO_OFFSET);
 
 }  // namespace
 
 WEFT_EXPORT const char* fi_strerror(int errnum) {
   int e = std::abs(errnum);
   if (e < FI_ERRNO_OFFSET) return strerror(e);
-  if (e < FI_ERRNO_MAX) return fabric_errors[e - FI_ERRNO_OFFSET];
+  if (e <= FI_ENOMR) return fabric_errors[e - FI_ERRNO_OFFSET];
   return "Unknown error";
 }

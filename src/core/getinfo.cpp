@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/object.hpp"
+#include "core/fabric2.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "core/params.hpp"
@@ -62,6 +63,36 @@ bool subset(uint64_t want, uint64_t have) {
   return (want & ~have) == 0;
 }
 
+// Capabilities as the caller's API names them. 2.0 gave bits 45, 46 and 48
+// new meanings (in 1.x: two memory registration flags and FI_VARIABLE_MSG):
+// a template's FI_DIRECTED_RECV brings FI_TAGGED_DIRECTED_RECV (with
+// FI_TAGGED) and FI_EXACT_DIRECTED_RECV for a 2.x caller. No template has
+// FI_TAGGED_MULTI_RECV: a tagged receive takes no FI_MULTI_RECV.
+uint64_t caps_at(uint32_t version, uint64_t caps) {
+  if (!api_v2(version) || !(caps & FI_DIRECTED_RECV)) return caps;
+  caps |= FI_EXACT_DIRECTED_RECV;
+  if (caps & FI_TAGGED) caps |= FI_TAGGED_DIRECTED_RECV;
+  return caps;
+}
+uint64_t primary_at(uint32_t version) {
+  return api_v2(version) ? (primary_caps & ~FI_VARIABLE_MSG) | FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV
+                         : primary_caps;
+}
+uint64_t secondary_at(uint32_t version) {
+  return api_v2(version) ? secondary_caps | FI_TAGGED_MULTI_RECV : secondary_caps;
+}
+uint64_t rx_mask_at(uint32_t version) {
+  return api_v2(version) ? (rx_cap_mask & ~FI_VARIABLE_MSG) | FI_TAGGED_DIRECTED_RECV | FI_EXACT_DIRECTED_RECV |
+                               FI_TAGGED_MULTI_RECV
+                         : rx_cap_mask;
+}
+
+// A linked provider's protocol has a name from 2.0 on (FI_PROTO_LNX); 1.x
+// callers see FI_PROTO_UNSPEC, as the templates have it.
+uint32_t protocol_at(uint32_t version, const provider& prov, const fi_info* t) {
+  return api_v2(version) && prov.links() ? FI_PROTO_LNX : t->ep_attr->protocol;
+}
+
 // Why a template does not satisfy the hints: nullptr when it does, else the
 // hint that ruled it out (fi_getinfo explains at warn when nothing is left).
 using verdict = const char*;
@@ -102,11 +133,12 @@ uint64_t app_mr_bits(uint32_t version, const fi_info* hints, bool* any) {
   return static_cast<uint64_t>(mode) & ~static_cast<uint64_t>(FI_MR_BASIC | FI_MR_SCALABLE);
 }
 
-verdict tx_ok(const fi_tx_attr* h, const fi_tx_attr* p) {
+// comp_order is a 1.x field: 2.x callers leave it 0 and weft ignores it.
+verdict tx_ok(uint32_t version, const fi_tx_attr* h, const fi_tx_attr* p) {
   if (!h) return nullptr;
   if (!subset(h->caps, p->caps)) return no_tx_caps;
   if (!subset(h->msg_order, p->msg_order)) return "hints->tx_attr->msg_order asks for more ordering";
-  if (!subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->tx_attr->comp_order";
+  if (!api_v2(version) && !subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->tx_attr->comp_order";
   if (h->inject_size > p->inject_size) return "hints->tx_attr->inject_size is larger than it offers";
   if (h->size > p->size) return "hints->tx_attr->size is larger than it offers";
   if (h->iov_limit > p->iov_limit || h->rma_iov_limit > p->rma_iov_limit)
@@ -114,21 +146,26 @@ verdict tx_ok(const fi_tx_attr* h, const fi_tx_attr* p) {
   return nullptr;
 }
 
-verdict rx_ok(const fi_rx_attr* h, const fi_rx_attr* p) {
+verdict rx_ok(uint32_t version, const fi_rx_attr* h, const fi_rx_attr* p) {
   if (!h) return nullptr;
-  if (!subset(h->caps, p->caps)) return no_rx_caps;
+  if (!subset(h->caps, caps_at(version, p->caps))) return no_rx_caps;
   if (!subset(h->msg_order, p->msg_order)) return "hints->rx_attr->msg_order asks for more ordering";
-  if (!subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->rx_attr->comp_order";
+  if (!api_v2(version) && !subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->rx_attr->comp_order";
   if (h->size > p->size) return "hints->rx_attr->size is larger than it offers";
   if (h->iov_limit > p->iov_limit) return "hints->rx_attr->iov_limit is larger than it offers";
   if (h->total_buffered_recv > SIZE_MAX) return "hints->rx_attr->total_buffered_recv";
   return nullptr;
 }
 
-verdict ep_ok(const fi_ep_attr* h, const fi_ep_attr* p, const fi_domain_attr* pd, size_t auth_max) {
+verdict ep_ok(uint32_t version, const fi_ep_attr* h, const fi_ep_attr* p, uint32_t protocol,
+              const fi_domain_attr* pd, size_t auth_max) {
   if (!h) return nullptr;
+  // 2.x: a mem_tag_format below FI_TAG_MAX_FORMAT names a format; weft's
+  // tags are 64 free bits, which FI_TAG_MPI and FI_TAG_CCL only constrain.
+  if (api_v2(version) && h->mem_tag_format > FI_TAG_CCL && h->mem_tag_format < FI_TAG_MAX_FORMAT)
+    return "hints->ep_attr->mem_tag_format names no tag format (FI_TAG_BITS, FI_TAG_MPI, FI_TAG_CCL)";
   if (h->type != FI_EP_UNSPEC && h->type != p->type) return bad_ep_type;
-  if (h->protocol != FI_PROTO_UNSPEC && h->protocol != p->protocol) return "hints->ep_attr->protocol";
+  if (h->protocol != FI_PROTO_UNSPEC && h->protocol != protocol) return "hints->ep_attr->protocol";
   if (h->max_msg_size > p->max_msg_size) return "hints->ep_attr->max_msg_size is larger than it offers";
   if (h->auth_key_size > auth_max || (h->auth_key_size && !h->auth_key)) return "hints->ep_attr->auth_key";
   auto ctx_ok = [](size_t want, size_t max) { return want == FI_SHARED_CONTEXT || want <= max; };
@@ -140,13 +177,40 @@ verdict ep_ok(const fi_ep_attr* h, const fi_ep_attr* p, const fi_domain_attr* pd
   return nullptr;
 }
 
+// A progress model the caller's API has: FI_PROGRESS_CONTROL_UNIFIED is 2.x's
+// (manual progress whose control calls the application serialises with its
+// data calls; weft's manual progress is that already).
+bool progress_ok(uint32_t version, unsigned v) {
+  return v <= FI_PROGRESS_MANUAL || (api_v2(version) && v == FI_PROGRESS_CONTROL_UNIFIED);
+}
+
+// What the domain attributes libfabric 1.20 ... 2.6 added ask for, from the
+// tail every hint weft reads has (zero when the caller's layout lacks it).
+verdict domain_tail_ok(uint32_t version, const fi_domain_attr* h, size_t auth_max) {
+  const domain_attr_tail& t = tail_of(h);
+  if (FI_VERSION_GE(version, FI_VERSION(1, 20))) {
+    if (h->auth_key_size == FI_AV_AUTH_KEY)
+      return "hints->domain_attr->auth_key_size is FI_AV_AUTH_KEY (authorization keys kept in the AV are not "
+             "supported)";
+    if (t.max_ep_auth_key > (auth_max ? 1 : 0))
+      return "hints->domain_attr->max_ep_auth_key is larger than it offers (one key per endpoint, with auth keys)";
+  }
+  if (api_v2(version)) {
+    if (h->mr_mode & (FI_MR_BASIC | FI_MR_SCALABLE))
+      return "hints->domain_attr->mr_mode: FI_MR_BASIC and FI_MR_SCALABLE are not part of API 2.x";
+    if (t.max_group_id) return "hints->domain_attr->max_group_id (peer groups are not supported)";
+  }
+  return nullptr;
+}
+
 verdict domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_attr* p, size_t auth_max) {
   if (!h) return nullptr;
   if (h->name && strcmp(h->name, p->name)) return "hints->domain_attr->name";
   if (h->domain) return "hints->domain_attr->domain (info for an open domain is not supported)";
   if (raw(h->threading) > FI_THREAD_COMPLETION) return "hints->domain_attr->threading";
-  if (raw(h->control_progress) > FI_PROGRESS_MANUAL || raw(h->data_progress) > FI_PROGRESS_MANUAL)
+  if (!progress_ok(version, raw(h->control_progress)) || !progress_ok(version, raw(h->data_progress)))
     return "hints->domain_attr->control_progress or data_progress";
+  if (verdict v = domain_tail_ok(version, h, auth_max)) return v;
   if (raw(h->resource_mgmt) > FI_RM_ENABLED) return "hints->domain_attr->resource_mgmt";
   if (raw(h->av_type) > FI_AV_TABLE) return "hints->domain_attr->av_type";
   if (h->mr_key_size > p->mr_key_size || h->cq_data_size > p->cq_data_size)
@@ -160,7 +224,7 @@ verdict domain_ok(uint32_t version, const fi_domain_attr* h, const fi_domain_att
     if (h->cntr_cnt > p->cntr_cnt || h->mr_iov_limit > p->mr_iov_limit || h->mr_cnt > p->mr_cnt)
       return "hints->domain_attr->cntr_cnt, mr_iov_limit or mr_cnt is larger than it offers";
     if (h->auth_key_size > auth_max || (h->auth_key_size && !h->auth_key)) return "hints->domain_attr->auth_key";
-    if (!subset(h->caps, p->caps | secondary_caps)) return "hints->domain_attr->caps";
+    if (!subset(h->caps, p->caps | secondary_at(version))) return "hints->domain_attr->caps";
   }
   return nullptr;
 }
@@ -175,9 +239,9 @@ verdict fabric_ok(const fi_fabric_attr* h, const fi_fabric_attr* p) {
 
 // Caps the application gets: the primary caps it asked for (all the
 // provider's when it asked for none), plus the provider's secondary caps.
-uint64_t grant(uint64_t asked, uint64_t offered) {
-  if (!(asked & primary_caps)) return offered;
-  return (asked & offered) | (offered & secondary_caps);
+uint64_t grant(uint32_t version, uint64_t asked, uint64_t offered) {
+  if (!(asked & primary_at(version))) return offered;
+  return (asked & offered) | (offered & secondary_at(version));
 }
 
 // Adapt a duplicated template to the hints and the caller's version.
@@ -198,14 +262,25 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
         prov_required | (app_bits & mr_mode_optional & static_cast<uint64_t>(info->domain_attr->mr_mode));
   }
 
+  info->caps = caps_at(version, info->caps);
+  info->rx_attr->caps = caps_at(version, info->rx_attr->caps);
+  info->ep_attr->protocol = protocol_at(version, prov, info);
+  // The attributes of libfabric 1.20 ... 2.6 (an older caller's layout ends
+  // before them): one auth key per endpoint where keys exist, no peer
+  // groups, counters of the full 64 bits.
+  domain_attr_tail& tail = tail_of(info->domain_attr);
+  tail.max_ep_auth_key = prov.auth_key_max() ? 1 : 0;
+  tail.max_group_id = 0;
+  tail.max_cntr_value = UINT64_MAX;
+  tail.max_err_cntr_value = UINT64_MAX;
   if (hints) {
     if (hints->caps) {
-      info->caps = grant(hints->caps, info->caps);
-      info->tx_attr->caps = grant(hints->caps, info->tx_attr->caps) & tx_cap_mask;
-      info->rx_attr->caps = grant(hints->caps, info->rx_attr->caps) & rx_cap_mask;
+      info->caps = grant(version, hints->caps, info->caps);
+      info->tx_attr->caps = grant(version, hints->caps, info->tx_attr->caps) & tx_cap_mask;
+      info->rx_attr->caps = grant(version, hints->caps, info->rx_attr->caps) & rx_mask_at(version);
     }
     if (hints->tx_attr) {
-      if (hints->tx_attr->caps) info->tx_attr->caps = grant(hints->tx_attr->caps, info->tx_attr->caps);
+      if (hints->tx_attr->caps) info->tx_attr->caps = grant(version, hints->tx_attr->caps, info->tx_attr->caps);
       if (hints->tx_attr->op_flags) info->tx_attr->op_flags = hints->tx_attr->op_flags;
       if (hints->tx_attr->msg_order) info->tx_attr->msg_order = hints->tx_attr->msg_order;
       if (hints->tx_attr->size) info->tx_attr->size = hints->tx_attr->size;
@@ -213,7 +288,8 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       if (hints->tx_attr->inject_size) info->tx_attr->inject_size = hints->tx_attr->inject_size;
     }
     if (hints->rx_attr) {
-      if (hints->rx_attr->caps) info->rx_attr->caps = grant(hints->rx_attr->caps, info->rx_attr->caps);
+      if (hints->rx_attr->caps)
+        info->rx_attr->caps = grant(version, hints->rx_attr->caps, info->rx_attr->caps);
       if (hints->rx_attr->op_flags) info->rx_attr->op_flags = hints->rx_attr->op_flags;
       if (hints->rx_attr->msg_order) info->rx_attr->msg_order = hints->rx_attr->msg_order;
       if (hints->rx_attr->size) info->rx_attr->size = hints->rx_attr->size;
@@ -251,7 +327,7 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       if (hd->resource_mgmt != FI_RM_UNSPEC) d->resource_mgmt = hd->resource_mgmt;
       if (hd->av_type != FI_AV_UNSPEC) d->av_type = hd->av_type;
       if (FI_VERSION_GE(version, FI_VERSION(1, 5)) && hd->caps)
-        d->caps = hd->caps & (d->caps | secondary_caps);
+        d->caps = hd->caps & (d->caps | secondary_at(version));
     }
     // Source/destination addresses given in the hints.
     if (hints->addr_format != FI_FORMAT_UNSPEC || hints->src_addr || hints->dest_addr) {
@@ -285,7 +361,7 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       info->domain_attr->mr_mode = FI_MR_SCALABLE;
     }
     if (mr_bits & FI_MR_LOCAL) info->mode |= FI_LOCAL_MR;
-  } else if (hints && hints->domain_attr &&
+  } else if (!api_v2(version) && hints && hints->domain_attr &&
              (hints->domain_attr->mr_mode == FI_MR_BASIC || hints->domain_attr->mr_mode == FI_MR_SCALABLE)) {
     // A legacy value asked for at API 1.5+ is answered with the same value
     // (libfabric does; programs compare): fi_domain maps it to its bits.
@@ -295,7 +371,8 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
 }
 
 verdict matches(uint32_t version, const fi_info* hints, const fi_info* t, const char* node, uint64_t flags,
-                size_t auth_max) {
+                const provider& prov) {
+  const size_t auth_max = prov.auth_key_max();
   if (!hints) {
     // An IPv6 node chooses the IPv6 templates and vice versa.
     if (node && (t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6)) {
@@ -305,13 +382,15 @@ verdict matches(uint32_t version, const fi_info* hints, const fi_info* t, const 
     (void)flags;
     return t->addr_format != FI_SOCKADDR_IN6 || node ? nullptr : other_family;
   }
-  if (hints->caps && !subset(hints->caps & ~secondary_caps, t->caps)) return no_caps;
-  if (hints->caps & secondary_caps & ~t->caps & ~(FI_SOURCE_ERR | FI_SHARED_AV | FI_TRIGGER | FI_RMA_PMEM))
+  const uint64_t t_caps = caps_at(version, t->caps);
+  const uint64_t secondary = secondary_at(version);
+  if (hints->caps && !subset(hints->caps & ~secondary, t_caps)) return no_caps;
+  if (hints->caps & secondary & ~t_caps & ~(FI_SOURCE_ERR | FI_SHARED_AV | FI_TRIGGER | FI_RMA_PMEM))
     return no_caps;
   if (hints->caps &
       (FI_SOURCE_ERR | FI_SHARED_AV | FI_TRIGGER | FI_RMA_PMEM | FI_HMEM | FI_MULTICAST | FI_COLLECTIVE |
        FI_NAMED_RX_CTX | FI_VARIABLE_MSG | FI_AV_USER_ID) &
-      ~t->caps)
+      ~t_caps)
     return no_caps;
   const bool sockaddr_t = t->addr_format == FI_SOCKADDR_IN || t->addr_format == FI_SOCKADDR_IN6;
   // FI_SOCKADDR: any socket address; the answer names the concrete family.
@@ -338,9 +417,10 @@ verdict matches(uint32_t version, const fi_info* hints, const fi_info* t, const 
     }
   }
   if (hints->src_addr && hints->src_addrlen == 0) return "hints->src_addr with src_addrlen 0";
-  if (verdict v = ep_ok(hints->ep_attr, t->ep_attr, t->domain_attr, auth_max)) return v;
-  if (verdict v = tx_ok(hints->tx_attr, t->tx_attr)) return v;
-  if (verdict v = rx_ok(hints->rx_attr, t->rx_attr)) return v;
+  if (verdict v = ep_ok(version, hints->ep_attr, t->ep_attr, protocol_at(version, prov, t), t->domain_attr, auth_max))
+    return v;
+  if (verdict v = tx_ok(version, hints->tx_attr, t->tx_attr)) return v;
+  if (verdict v = rx_ok(version, hints->rx_attr, t->rx_attr)) return v;
   if (verdict v = domain_ok(version, hints->domain_attr, t->domain_attr, auth_max)) return v;
   return fabric_ok(hints->fabric_attr, t->fabric_attr);
 }
@@ -353,6 +433,7 @@ struct refusal {
   const fi_info* hints = nullptr;
   const fi_info* t = nullptr;
   int resolve_err = 0;
+  uint32_t version = 0;
 };
 
 // The capability bits a template lacks, printed ("FI_ATOMIC | FI_RMA").
@@ -373,7 +454,7 @@ std::string describe(const refusal& r, const char* node, const char* service) {
     return s + ": " + fi_strerror(-r.resolve_err);
   }
   std::string s = r.why;
-  if (r.why == no_caps) s += " (" + missing_caps(r.hints->caps, r.t->caps) + ")";
+  if (r.why == no_caps) s += " (" + missing_caps(r.hints->caps, caps_at(r.version, r.t->caps)) + ")";
   if (r.why == no_tx_caps) s += " (" + missing_caps(r.hints->tx_attr->caps, r.t->tx_attr->caps) + ")";
   if (r.why == no_rx_caps) s += " (" + missing_caps(r.hints->rx_attr->caps, r.t->rx_attr->caps) + ")";
   if (r.why == bad_ep_type) {
@@ -436,7 +517,7 @@ void announce_once() {
       provs += (provs.empty() ? "" : ", ") + std::string(p->name()) + " " + std::to_string(FI_MAJOR(p->version())) +
                "." + std::to_string(FI_MINOR(p->version()));
   log_write(FI_LOG_INFO, FI_LOG_CORE, "core", "fi_getinfo", __LINE__, "weft %s (libfabric API %d.%d) from %s; providers: %s",
-            WEFT_VERSION, FI_MAJOR_VERSION, FI_MINOR_VERSION, path,
+            WEFT_VERSION, FI_MAJOR(api_newest), FI_MINOR(api_newest), path,
             provs.empty() ? "none (FI_PROVIDER)" : provs.c_str());
 }
 
@@ -451,11 +532,12 @@ void announce() {
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags, const fi_info* hints,
             fi_info** info) {
   if (!info) return -FI_EINVAL;
-  if (FI_MAJOR(version) != 1 || FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), version)) {
-    WEFT_WARN(FI_LOG_CORE, "requested API version %u.%u is not supported", FI_MAJOR(version),
-              FI_MINOR(version));
+  if (!api_accepted(version)) {
+    WEFT_WARN(FI_LOG_CORE, "requested API version %u.%u is not supported (weft implements up to %u.%u)",
+              FI_MAJOR(version), FI_MINOR(version), FI_MAJOR(api_newest), FI_MINOR(api_newest));
     return -FI_ENOSYS;
   }
+  note_caller_api(version);
   if (!only(flags, FI_NUMERICHOST | FI_SOURCE | FI_PROV_ATTR_ONLY)) return -FI_EBADFLAGS;
   if ((flags & FI_SOURCE) && !node && !service) return -FI_EINVAL;
   params_init();
@@ -478,8 +560,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     auto templates = prov->templates();
     for (const info_ptr& tp : *templates) {
       const fi_info* t = tp.get();
-      if (verdict v = matches(version, hints, t, node, flags, prov->auth_key_max())) {
-        if (explain) refusals.push_back({prov, v, hints, t});
+      if (verdict v = matches(version, hints, t, node, flags, *prov)) {
+        if (explain) refusals.push_back({prov, v, hints, t, 0, version});
         continue;
       }
       // FI_PROV_ATTR_ONLY: one entry per provider, for its attributes.

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/object.hpp"
+#include "core/fabric2.hpp"
 
 namespace weft {
 
@@ -39,6 +40,12 @@ T* dup_attr(const T* src) {
   T* d = calloc_one<T>();
   *d = *src;
   return d;
+}
+
+// Domain attributes are allocated in the newest layout; `size` bytes of the
+// source are read (its own layout's), the rest stays zero.
+fi_domain_attr* alloc_domain_attr() noexcept {
+  return static_cast<fi_domain_attr*>(calloc(1, domain_attr_wide));
 }
 
 void free_nic(fid_nic* nic) noexcept {
@@ -122,7 +129,7 @@ fi_info* info_alloc() noexcept {
   i->tx_attr = static_cast<fi_tx_attr*>(calloc(1, sizeof(fi_tx_attr)));
   i->rx_attr = static_cast<fi_rx_attr*>(calloc(1, sizeof(fi_rx_attr)));
   i->ep_attr = static_cast<fi_ep_attr*>(calloc(1, sizeof(fi_ep_attr)));
-  i->domain_attr = static_cast<fi_domain_attr*>(calloc(1, sizeof(fi_domain_attr)));
+  i->domain_attr = alloc_domain_attr();
   i->fabric_attr = static_cast<fi_fabric_attr*>(calloc(1, sizeof(fi_fabric_attr)));
   if (!i->tx_attr || !i->rx_attr || !i->ep_attr || !i->domain_attr || !i->fabric_attr) {
     free_one(i);
@@ -131,7 +138,7 @@ fi_info* info_alloc() noexcept {
   return i;
 }
 
-fi_info* info_dup(const fi_info* src) noexcept {
+fi_info* info_dup(const fi_info* src, size_t domain_attr_size) noexcept {
   if (!src) return info_alloc();
   fi_info* d = static_cast<fi_info*>(calloc(1, sizeof(fi_info)));
   if (!d) return nullptr;
@@ -158,7 +165,9 @@ fi_info* info_dup(const fi_info* src) noexcept {
             static_cast<uint8_t*>(mem_dup(src->ep_attr->auth_key, src->ep_attr->auth_key_size));
     }
     if (src->domain_attr) {
-      d->domain_attr = dup_attr(src->domain_attr);
+      d->domain_attr = alloc_domain_attr();
+      if (!d->domain_attr) throw std::bad_alloc();
+      memcpy(d->domain_attr, src->domain_attr, domain_attr_size < domain_attr_wide ? domain_attr_size : domain_attr_wide);
       d->domain_attr->name = nullptr;
       d->domain_attr->auth_key = nullptr;
       d->domain_attr->name = dup_cstr(src->domain_attr->name);

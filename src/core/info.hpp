@@ -7,8 +7,12 @@
 
 namespace weft {
 
-fi_info* info_alloc() noexcept;                   // zeroed info with all attrs allocated
-fi_info* info_dup(const fi_info* info) noexcept;  // deep copy of one entry (next = NULL)
+fi_info* info_alloc() noexcept;  // zeroed info with all attrs allocated
+// A deep copy of one entry (next = NULL) whose domain attributes are the
+// newest layout (core/fabric2.hpp): `domain_attr_size` bytes are read from
+// the source's, its layout's size (an application's structure), the whole
+// of one weft allocated by default.
+fi_info* info_dup(const fi_info* info, size_t domain_attr_size = ~size_t{0}) noexcept;
 void info_free(fi_info* info) noexcept;           // frees the whole list
 
 struct info_deleter {

@@ -2,7 +2,11 @@
 // enum values. The output is what Debian's libfabric 1.17 prints, byte for
 // byte, because `fi_info -v` and many test suites compare it as text; that
 // includes its truncation behaviour, which tests/unit/test_tostr.cpp checks
-// differentially against the real library for every length.
+// differentially against the real library for every length. For a caller
+// of API 2.x (an fi_info's api_version; else the newest version the process
+// asked for) it is what libfabric 2.1 prints: the names 2.0 removed print as
+// unknown ones, the fields it deprecated are left out. The types 1.18 ... 2.0
+// added (FI_TYPE_AV_ATTR ... FI_TYPE_CQ_ERR_ENTRY) print in either.
 //
 // Three ways of appending exist, and each keeps the real library's bound:
 //  - text and numbers leave room for one byte more than the terminator, so a
@@ -14,6 +18,7 @@
 #include "core/tostr.hpp"
 
 #include "common/export.hpp"
+#include "core/fabric2.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_collective.h>
@@ -115,9 +120,10 @@ void put_enum(out_buf& out, names table, int value) noexcept {
     out.put("Unknown");
 }
 
-// Address formats and protocols reserve the high bit for providers.
-void put_enum_prov(out_buf& out, names table, uint32_t value) noexcept {
-  if (value & FI_PROV_SPECIFIC)
+// Address formats and protocols reserve the high bit for providers (1.x;
+// 2.x prints such a value as an unknown one).
+void put_enum_prov(out_buf& out, names table, uint32_t value, bool v2) noexcept {
+  if ((value & FI_PROV_SPECIFIC) && !v2)
     out.put("Provider specific");
   else
     put_enum(out, table, static_cast<int>(value));
@@ -174,6 +180,46 @@ constexpr const char* protocol_names[] = {
 };
 static_assert(FI_PROTO_MXM == 7 && FI_PROTO_MRAIL == 17 && FI_PROTO_XNET == 25);
 
+// 2.x: the providers it dropped have no names, those it added have.
+constexpr const char* ep_type_names_2[] = {"FI_EP_UNSPEC", "FI_EP_MSG", "FI_EP_DGRAM", "FI_EP_RDM"};
+constexpr const char* addr_format_names_2[] = {
+    "FI_FORMAT_UNSPEC", "FI_SOCKADDR",   "FI_SOCKADDR_IN", "FI_SOCKADDR_IN6",
+    "FI_SOCKADDR_IB",   nullptr,         nullptr,          nullptr,
+    "FI_ADDR_MLX",      "FI_ADDR_STR",   "FI_ADDR_PSMX2",  "FI_ADDR_IB_UD",
+    "FI_ADDR_EFA",      "FI_ADDR_PSMX3", "FI_ADDR_OPX",    "FI_ADDR_CXI",
+    "FI_ADDR_UCX",
+};
+static_assert(FI_ADDR_UCX == 16);
+constexpr const char* threading_names_2[] = {
+    "FI_THREAD_UNSPEC", "FI_THREAD_SAFE", nullptr, "FI_THREAD_DOMAIN", "FI_THREAD_COMPLETION",
+};
+constexpr const char* progress_names_2[] = {
+    "FI_PROGRESS_UNSPEC",
+    "FI_PROGRESS_AUTO",
+    "FI_PROGRESS_MANUAL",
+    "FI_PROGRESS_CONTROL_UNIFIED",
+};
+static_assert(FI_PROGRESS_CONTROL_UNIFIED == 3);
+constexpr const char* protocol_names_2[] = {
+    "FI_PROTO_UNSPEC",        "FI_PROTO_RDMA_CM_IB_RC",
+    "FI_PROTO_IWARP",         "FI_PROTO_IB_UD",
+    nullptr,                  "FI_PROTO_UDP",
+    "FI_PROTO_SOCK_TCP",      nullptr,
+    "FI_PROTO_IWARP_RDM",     "FI_PROTO_IB_RDM",
+    nullptr,                  "FI_PROTO_RXM",
+    "FI_PROTO_RXD",           "FI_PROTO_MLX",
+    "FI_PROTO_NETWORKDIRECT", "FI_PROTO_PSMX2",
+    "FI_PROTO_SHM",           nullptr,
+    nullptr,                  "FI_PROTO_RDMA_CM_IB_XRC",
+    "FI_PROTO_EFA",           "FI_PROTO_PSMX3",
+    "FI_PROTO_RXM_TCP",       "FI_PROTO_OPX",
+    "FI_PROTO_CXI",           "FI_PROTO_XNET",
+    nullptr,                  "FI_PROTO_UCX",
+    "FI_PROTO_SM2",           "FI_PROTO_CXI_RNR",
+    "FI_PROTO_LPP",           "FI_PROTO_LNX",
+};
+static_assert(FI_PROTO_COLL == 26 && FI_PROTO_LNX == 31);
+
 constexpr const char* av_type_names[] = {"FI_AV_UNSPEC", "FI_AV_MAP", "FI_AV_TABLE"};
 static_assert(FI_AV_TABLE == 2);
 
@@ -221,6 +267,18 @@ constexpr const char* hmem_iface_names[] = {
 };
 static_assert(FI_HMEM_SYNAPSEAI == 5);
 
+constexpr const char* wait_obj_names[] = {
+    "FI_WAIT_NONE", "FI_WAIT_UNSPEC", "FI_WAIT_SET", "FI_WAIT_FD", "FI_WAIT_MUTEX_COND", "FI_WAIT_YIELD",
+    "FI_WAIT_POLLFD",
+};
+static_assert(FI_WAIT_POLLFD == 6);
+
+constexpr const char* cq_wait_cond_names[] = {"FI_CQ_COND_NONE", "FI_CQ_COND_THRESHOLD"};
+static_assert(FI_CQ_COND_THRESHOLD == 1);
+
+constexpr const char* cntr_events_names[] = {"FI_CNTR_EVENTS_COMP", "FI_CNTR_EVENTS_BYTES"};
+static_assert(FI_CNTR_EVENTS_COMP == 0 && FI_CNTR_EVENTS_BYTES == 1);
+
 constexpr const char* cq_format_names[] = {
     "FI_CQ_FORMAT_UNSPEC", "FI_CQ_FORMAT_CONTEXT", "FI_CQ_FORMAT_MSG",
     "FI_CQ_FORMAT_DATA",   "FI_CQ_FORMAT_TAGGED",
@@ -265,6 +323,22 @@ constexpr flag_name caps_names[] = {
     WEFT_FLAG(FI_HMEM),
 };
 
+// 2.x: no FI_VARIABLE_MSG; FI_AV_USER_ID and FI_PEER print. (It prints
+// none of FI_TAGGED_DIRECTED_RECV, FI_TAGGED_MULTI_RECV and
+// FI_EXACT_DIRECTED_RECV.)
+constexpr flag_name caps_names_2[] = {
+    WEFT_FLAG(FI_MSG),          WEFT_FLAG(FI_RMA),           WEFT_FLAG(FI_TAGGED),
+    WEFT_FLAG(FI_ATOMIC),       WEFT_FLAG(FI_MULTICAST),     WEFT_FLAG(FI_COLLECTIVE),
+    WEFT_FLAG(FI_READ),         WEFT_FLAG(FI_WRITE),         WEFT_FLAG(FI_RECV),
+    WEFT_FLAG(FI_SEND),         WEFT_FLAG(FI_REMOTE_READ),   WEFT_FLAG(FI_REMOTE_WRITE),
+    WEFT_FLAG(FI_MULTI_RECV),   WEFT_FLAG(FI_REMOTE_CQ_DATA), WEFT_FLAG(FI_TRIGGER),
+    WEFT_FLAG(FI_FENCE),        WEFT_FLAG(FI_RMA_PMEM),      WEFT_FLAG(FI_SOURCE_ERR),
+    WEFT_FLAG(FI_LOCAL_COMM),   WEFT_FLAG(FI_REMOTE_COMM),   WEFT_FLAG(FI_SHARED_AV),
+    WEFT_FLAG(FI_RMA_EVENT),    WEFT_FLAG(FI_SOURCE),        WEFT_FLAG(FI_NAMED_RX_CTX),
+    WEFT_FLAG(FI_DIRECTED_RECV), WEFT_FLAG(FI_AV_USER_ID),   WEFT_FLAG(FI_PEER),
+    WEFT_FLAG(FI_HMEM),
+};
+
 constexpr flag_name op_flags_names[] = {
     WEFT_FLAG(FI_MULTICAST),
     WEFT_FLAG(FI_MULTI_RECV),
@@ -299,6 +373,19 @@ constexpr flag_name mode_names[] = {
     WEFT_FLAG(FI_RESTRICTED_COMP), WEFT_FLAG(FI_CONTEXT2),   WEFT_FLAG(FI_BUFFERED_RECV),
 };
 
+// 2.x dropped FI_NOTIFY_FLAGS_ONLY, FI_RESTRICTED_COMP and FI_BUFFERED_RECV.
+constexpr flag_name mode_names_2[] = {
+    WEFT_FLAG(FI_CONTEXT), WEFT_FLAG(FI_MSG_PREFIX), WEFT_FLAG(FI_ASYNC_IOV),
+    WEFT_FLAG(FI_RX_CQ_DATA), WEFT_FLAG(FI_LOCAL_MR), WEFT_FLAG(FI_CONTEXT2),
+};
+
+constexpr flag_name av_flags_names[] = {WEFT_FLAG(FI_EVENT), WEFT_FLAG(FI_READ), WEFT_FLAG(FI_SYMMETRIC)};
+constexpr flag_name cq_flags_names[] = {WEFT_FLAG(FI_AFFINITY)};
+constexpr flag_name mr_access_names[] = {
+    WEFT_FLAG(FI_RECV),         WEFT_FLAG(FI_SEND),          WEFT_FLAG(FI_READ),       WEFT_FLAG(FI_WRITE),
+    WEFT_FLAG(FI_REMOTE_READ),  WEFT_FLAG(FI_REMOTE_WRITE),  WEFT_FLAG(FI_COLLECTIVE),
+};
+
 constexpr flag_name cq_event_flags_names[] = {
     WEFT_FLAG(FI_SEND),
     WEFT_FLAG(FI_RECV),
@@ -324,6 +411,21 @@ constexpr flag_name mr_mode_names[] = {
 };
 
 #undef WEFT_FLAG
+
+// The names of one series of the API.
+struct dialect {
+  bool v2;
+  names ep_type, addr_format, threading, progress, protocol;
+  flag_names caps, mode;
+};
+constexpr dialect dialect_1{false,          ep_type_names,   addr_format_names, threading_names,
+                            progress_names, protocol_names,  caps_names,        mode_names};
+constexpr dialect dialect_2{true,             ep_type_names_2,   addr_format_names_2, threading_names_2,
+                            progress_names_2, protocol_names_2,  caps_names_2,        mode_names_2};
+
+const dialect& dialect_of(uint32_t api_version) noexcept {
+  return api_v2(api_version) ? dialect_2 : dialect_1;
+}
 
 void put_flags(out_buf& out, flag_names table, uint64_t flags) noexcept {
   for (const flag_name& f : table) {
@@ -357,8 +459,9 @@ void put_ntop6(char (&str)[INET6_ADDRSTRLEN], const void* raw) noexcept {
 }
 
 // An address printed according to the format it claims; families other than
-// IPv4/IPv6 in the sockaddr formats, and unknown formats, print nothing.
-void put_addr(out_buf& out, uint32_t format, const void* addr) noexcept {
+// IPv4/IPv6 in the sockaddr formats, and unknown formats, print nothing (in
+// 2.x the formats of the providers it dropped too).
+void put_addr(out_buf& out, uint32_t format, const void* addr, bool v2) noexcept {
   if (!addr) {
     out.put("(null)");
     return;
@@ -406,13 +509,16 @@ void put_addr(out_buf& out, uint32_t format, const void* addr) noexcept {
       break;
     }
     case FI_ADDR_PSMX:
-      out.put_full("fi_addr_psmx://%" PRIx64, load<uint64_t>(addr));
+      if (!v2) out.put_full("fi_addr_psmx://%" PRIx64, load<uint64_t>(addr));
       break;
     case FI_ADDR_GNI:
-      out.put_full("fi_addr_gni://%" PRIx64, load<uint64_t>(addr));
+      if (!v2) out.put_full("fi_addr_gni://%" PRIx64, load<uint64_t>(addr));
       break;
     case FI_ADDR_BGQ:
-      out.put_full("fi_addr_bgq://%p", addr);
+      if (!v2) out.put_full("fi_addr_bgq://%p", addr);
+      break;
+    case FI_ADDR_UCX:
+      if (v2) out.put_full("fi_addr_ucx://%p", addr);
       break;
     case FI_ADDR_MLX:
       out.put_full("fi_addr_mlx://%p", addr);
@@ -488,16 +594,19 @@ bool put_attr_head(out_buf& out, indent in, const char* name, const void* attr) 
   return true;
 }
 
-void put_tx_attr(out_buf& out, indent in, const fi_tx_attr* a) noexcept {
+// 2.x leaves out the fields it deprecated: comp_order, total_buffered_recv.
+void put_tx_attr(out_buf& out, const dialect& d, indent in, const fi_tx_attr* a) noexcept {
   if (!put_attr_head(out, in, "fi_tx_attr", a)) return;
   const char* t = in.tab;
-  put_flag_field(out, t, "caps", caps_names, a->caps);
-  put_flag_field(out, t, "mode", mode_names, a->mode);
+  put_flag_field(out, t, "caps", d.caps, a->caps);
+  put_flag_field(out, t, "mode", d.mode, a->mode);
   put_flag_field(out, t, "op_flags", op_flags_names, a->op_flags);
   put_flag_field(out, t, "msg_order", msg_order_names, a->msg_order);
-  out.putf("%scomp_order: [ ", t);
-  put_comp_order(out, a->comp_order);
-  out.put(" ]\n");
+  if (!d.v2) {
+    out.putf("%scomp_order: [ ", t);
+    put_comp_order(out, a->comp_order);
+    out.put(" ]\n");
+  }
   out.putf("%sinject_size: %zu\n", t, a->inject_size);
   out.putf("%ssize: %zu\n", t, a->size);
   out.putf("%siov_limit: %zu\n", t, a->iov_limit);
@@ -505,17 +614,19 @@ void put_tx_attr(out_buf& out, indent in, const fi_tx_attr* a) noexcept {
   out.putf("%stclass: 0x%" PRIx32 "\n", t, a->tclass);
 }
 
-void put_rx_attr(out_buf& out, indent in, const fi_rx_attr* a) noexcept {
+void put_rx_attr(out_buf& out, const dialect& d, indent in, const fi_rx_attr* a) noexcept {
   if (!put_attr_head(out, in, "fi_rx_attr", a)) return;
   const char* t = in.tab;
-  put_flag_field(out, t, "caps", caps_names, a->caps);
-  put_flag_field(out, t, "mode", mode_names, a->mode);
+  put_flag_field(out, t, "caps", d.caps, a->caps);
+  put_flag_field(out, t, "mode", d.mode, a->mode);
   put_flag_field(out, t, "op_flags", op_flags_names, a->op_flags);
   put_flag_field(out, t, "msg_order", msg_order_names, a->msg_order);
-  out.putf("%scomp_order: [ ", t);
-  put_comp_order(out, a->comp_order);
-  out.put(" ]\n");
-  out.putf("%stotal_buffered_recv: %zu\n", t, a->total_buffered_recv);
+  if (!d.v2) {
+    out.putf("%scomp_order: [ ", t);
+    put_comp_order(out, a->comp_order);
+    out.put(" ]\n");
+    out.putf("%stotal_buffered_recv: %zu\n", t, a->total_buffered_recv);
+  }
   out.putf("%ssize: %zu\n", t, a->size);
   out.putf("%siov_limit: %zu\n", t, a->iov_limit);
 }
@@ -528,14 +639,14 @@ void put_ctx_cnt(out_buf& out, const char* tab, const char* name, size_t cnt) no
     out.putf("%s%s: %zu\n", tab, name, cnt);
 }
 
-void put_ep_attr(out_buf& out, indent in, const fi_ep_attr* a) noexcept {
+void put_ep_attr(out_buf& out, const dialect& d, indent in, const fi_ep_attr* a) noexcept {
   if (!put_attr_head(out, in, "fi_ep_attr", a)) return;
   const char* t = in.tab;
   out.putf("%stype: ", t);
-  put_enum(out, ep_type_names, raw_enum(a->type));
+  put_enum(out, d.ep_type, raw_enum(a->type));
   out.put("\n");
   out.putf("%sprotocol: ", t);
-  put_enum_prov(out, protocol_names, a->protocol);
+  put_enum_prov(out, d.protocol, a->protocol, d.v2);
   out.put("\n");
   // Printed signed, as the real library does.
   out.putf("%sprotocol_version: %d\n", t, static_cast<int>(a->protocol_version));
@@ -550,20 +661,25 @@ void put_ep_attr(out_buf& out, indent in, const fi_ep_attr* a) noexcept {
   out.putf("%sauth_key_size: %zu\n", t, a->auth_key_size);
 }
 
-void put_domain_attr(out_buf& out, indent in, const fi_domain_attr* a) noexcept {
+// 2.x prints one progress model, data_progress (its `progress`).
+void put_domain_attr(out_buf& out, const dialect& d, indent in, const fi_domain_attr* a) noexcept {
   if (!put_attr_head(out, in, "fi_domain_attr", a)) return;
   const char* t = in.tab;
   // The real library prints the low 32 bits of the domain pointer.
   out.putf("%sdomain: 0x%" PRIx32 "\n", t, static_cast<uint32_t>(reinterpret_cast<uintptr_t>(a->domain)));
   out.putf("%sname: %s\n", t, a->name ? a->name : "(null)");
   out.putf("%sthreading: ", t);
-  put_enum(out, threading_names, raw_enum(a->threading));
+  put_enum(out, d.threading, raw_enum(a->threading));
   out.put("\n");
-  out.putf("%scontrol_progress: ", t);
-  put_enum(out, progress_names, raw_enum(a->control_progress));
-  out.put("\n");
-  out.putf("%sdata_progress: ", t);
-  put_enum(out, progress_names, raw_enum(a->data_progress));
+  if (d.v2) {
+    out.putf("%sprogress: ", t);
+  } else {
+    out.putf("%scontrol_progress: ", t);
+    put_enum(out, d.progress, raw_enum(a->control_progress));
+    out.put("\n");
+    out.putf("%sdata_progress: ", t);
+  }
+  put_enum(out, d.progress, raw_enum(a->data_progress));
   out.put("\n");
   out.putf("%sresource_mgmt: ", t);
   put_enum(out, resource_mgmt_names, raw_enum(a->resource_mgmt));
@@ -584,8 +700,8 @@ void put_domain_attr(out_buf& out, indent in, const fi_domain_attr* a) noexcept 
   out.putf("%smax_ep_srx_ctx: %zu\n", t, a->max_ep_srx_ctx);
   out.putf("%scntr_cnt: %zu\n", t, a->cntr_cnt);
   out.putf("%smr_iov_limit: %zu\n", t, a->mr_iov_limit);
-  put_flag_field(out, t, "caps", caps_names, a->caps);
-  put_flag_field(out, t, "mode", mode_names, a->mode);
+  put_flag_field(out, t, "caps", d.caps, a->caps);
+  put_flag_field(out, t, "mode", d.mode, a->mode);
   out.putf("%sauth_key_size: %zu\n", t, a->auth_key_size);
   out.putf("%smax_err_data: %zu\n", t, a->max_err_data);
   out.putf("%smr_cnt: %zu\n", t, a->mr_cnt);
@@ -602,36 +718,106 @@ void put_fabric_attr(out_buf& out, indent in, const fi_fabric_attr* a) noexcept 
   out.putf("%sapi_version: %" PRIu32 ".%" PRIu32 "\n", t, FI_MAJOR(a->api_version), FI_MINOR(a->api_version));
 }
 
+// An fi_info carries the API version it was asked for.
 void put_info(out_buf& out, const fi_info* info) noexcept {
   constexpr indent top{"", "    "};
   constexpr indent nested{"    ", "        "};
+  const dialect& d = info->fabric_attr ? dialect_of(info->fabric_attr->api_version) : dialect_of(caller_api());
   out.put("fi_info:\n");
-  put_flag_field(out, top.tab, "caps", caps_names, info->caps);
-  put_flag_field(out, top.tab, "mode", mode_names, info->mode);
+  put_flag_field(out, top.tab, "caps", d.caps, info->caps);
+  put_flag_field(out, top.tab, "mode", d.mode, info->mode);
   out.put("    addr_format: ");
-  put_enum_prov(out, addr_format_names, info->addr_format);
+  put_enum_prov(out, d.addr_format, info->addr_format, d.v2);
   out.put("\n");
   out.putf("    src_addrlen: %zu\n", info->src_addrlen);
   out.putf("    dest_addrlen: %zu\n", info->dest_addrlen);
   out.put("    src_addr: ");
-  put_addr(out, info->addr_format, info->src_addr);
+  put_addr(out, info->addr_format, info->src_addr, d.v2);
   out.put("\n");
   out.put("    dest_addr: ");
-  put_addr(out, info->addr_format, info->dest_addr);
+  put_addr(out, info->addr_format, info->dest_addr, d.v2);
   out.put("\n");
   put_fid(out, "    handle: ", info->handle);
-  put_tx_attr(out, nested, info->tx_attr);
-  put_rx_attr(out, nested, info->rx_attr);
-  put_ep_attr(out, nested, info->ep_attr);
-  put_domain_attr(out, nested, info->domain_attr);
+  put_tx_attr(out, d, nested, info->tx_attr);
+  put_rx_attr(out, d, nested, info->rx_attr);
+  put_ep_attr(out, d, nested, info->ep_attr);
+  put_domain_attr(out, d, nested, info->domain_attr);
   put_fabric_attr(out, nested, info->fabric_attr);
   put_fid(out, "    nic: ", info->nic ? &info->nic->fid : nullptr);
+}
+
+// The structures 1.18 ... 2.0 gave printed forms (as libfabric 2.1 prints
+// them, but prov_errno is the entry's own).
+void put_av_attr(out_buf& out, const fi_av_attr* a) noexcept {
+  if (!put_attr_head(out, {"", ""}, "fi_av_attr", a)) return;
+  out.put("    type: ");
+  put_enum(out, av_type_names, raw_enum(a->type));
+  out.put("\n");
+  out.putf("    count: %zu\n", a->count);
+  out.putf("    ep_per_node: %zu\n", a->ep_per_node);
+  out.putf("    name: %s\n", a->name ? a->name : "(null)");
+  put_flag_field(out, "    ", "flags", av_flags_names, a->flags);
+}
+
+void put_cq_attr(out_buf& out, const fi_cq_attr* a) noexcept {
+  if (!put_attr_head(out, {"", ""}, "fi_cq_attr", a)) return;
+  out.putf("    size: %zu\n", a->size);
+  put_flag_field(out, "    ", "flags", cq_flags_names, a->flags);
+  out.put("    format: ");
+  put_enum(out, cq_format_names, raw_enum(a->format));
+  out.put("\n    wait_obj: ");
+  put_enum(out, wait_obj_names, raw_enum(a->wait_obj));
+  out.put("\n");
+  out.putf("    signaling_vector: %d\n", a->signaling_vector);
+  out.put("    wait_cond: ");
+  put_enum(out, cq_wait_cond_names, raw_enum(a->wait_cond));
+  out.put("\n");
+}
+
+void put_mr_attr(out_buf& out, const fi_mr_attr* a) noexcept {
+  if (!put_attr_head(out, {"", ""}, "fi_mr_attr", a)) return;
+  out.putf("    mr_iov: %p\n", static_cast<const void*>(a->mr_iov));
+  out.putf("    iov_count: %zu\n", a->iov_count);
+  put_flag_field(out, "    ", "access", mr_access_names, a->access);
+  out.putf("    offset: 0x%" PRIx64 "\n", a->offset);
+  out.putf("    requested_key: 0x%" PRIx64 "\n", a->requested_key);
+  out.putf("    context: %p\n", a->context);
+  out.putf("    auth_key_size: %zu\n", a->auth_key_size);
+  out.put("    iface: ");
+  put_enum(out, hmem_iface_names, raw_enum(a->iface));
+  out.put("\n");
+}
+
+void put_cntr_attr(out_buf& out, const fi_cntr_attr* a) noexcept {
+  if (!put_attr_head(out, {"", ""}, "fi_cntr_attr", a)) return;
+  out.put("    events: ");
+  put_enum(out, cntr_events_names, raw_enum(a->events));
+  out.put("\n    wait_obj: ");
+  put_enum(out, wait_obj_names, raw_enum(a->wait_obj));
+  out.put("\n");
+  out.putf("    flags: 0x%" PRIx64 "\n", a->flags);
+}
+
+void put_cq_err_entry(out_buf& out, const fi_cq_err_entry* e) noexcept {
+  if (!put_attr_head(out, {"", ""}, "fi_cq_err_entry", e)) return;
+  out.putf("    op_context: %p\n", e->op_context);
+  out.putf("    flags: 0x%" PRIx64 "\n", e->flags);
+  out.putf("    len: %zu\n", e->len);
+  out.putf("    buf: %p\n", e->buf);
+  out.putf("    data: %" PRIu64 "\n", e->data);
+  out.putf("    tag: 0x%" PRIx64 "\n", e->tag);
+  out.putf("    olen: %zu\n", e->olen);
+  out.putf("    err: %d\n", e->err);
+  out.putf("    prov_errno: %d\n", e->prov_errno);
+  out.putf("    err_data: %p\n", e->err_data);
+  out.putf("    err_data_size: %zu\n", e->err_data_size);
 }
 
 // ---------------------------------------------------------------- dispatch
 
 void format(out_buf& out, const void* data, int type) noexcept {
   constexpr indent top{"", "    "};
+  const dialect& d = dialect_of(caller_api());
   auto u64 = [data] { return load<uint64_t>(data); };
   auto i32 = [data] { return load<int>(data); };
   auto u32 = [data] { return load<uint32_t>(data); };
@@ -641,46 +827,46 @@ void format(out_buf& out, const void* data, int type) noexcept {
       put_info(out, static_cast<const fi_info*>(data));
       break;
     case FI_TYPE_EP_TYPE:
-      put_enum(out, ep_type_names, i32());
+      put_enum(out, d.ep_type, i32());
       break;
     case FI_TYPE_CAPS:
-      put_flags(out, caps_names, u64());
+      put_flags(out, d.caps, u64());
       break;
     case FI_TYPE_OP_FLAGS:
       put_flags(out, op_flags_names, u64());
       break;
     case FI_TYPE_ADDR_FORMAT:
-      put_enum_prov(out, addr_format_names, u32());
+      put_enum_prov(out, d.addr_format, u32(), d.v2);
       break;
     case FI_TYPE_TX_ATTR:
-      put_tx_attr(out, top, static_cast<const fi_tx_attr*>(data));
+      put_tx_attr(out, d, top, static_cast<const fi_tx_attr*>(data));
       break;
     case FI_TYPE_RX_ATTR:
-      put_rx_attr(out, top, static_cast<const fi_rx_attr*>(data));
+      put_rx_attr(out, d, top, static_cast<const fi_rx_attr*>(data));
       break;
     case FI_TYPE_EP_ATTR:
-      put_ep_attr(out, top, static_cast<const fi_ep_attr*>(data));
+      put_ep_attr(out, d, top, static_cast<const fi_ep_attr*>(data));
       break;
     case FI_TYPE_DOMAIN_ATTR:
-      put_domain_attr(out, top, static_cast<const fi_domain_attr*>(data));
+      put_domain_attr(out, d, top, static_cast<const fi_domain_attr*>(data));
       break;
     case FI_TYPE_FABRIC_ATTR:
       put_fabric_attr(out, top, static_cast<const fi_fabric_attr*>(data));
       break;
     case FI_TYPE_THREADING:
-      put_enum(out, threading_names, i32());
+      put_enum(out, d.threading, i32());
       break;
     case FI_TYPE_PROGRESS:
-      put_enum(out, progress_names, i32());
+      put_enum(out, d.progress, i32());
       break;
     case FI_TYPE_PROTOCOL:
-      put_enum_prov(out, protocol_names, u32());
+      put_enum_prov(out, d.protocol, u32(), d.v2);
       break;
     case FI_TYPE_MSG_ORDER:
       put_flags(out, msg_order_names, u64());
       break;
     case FI_TYPE_MODE:
-      put_flags(out, mode_names, u64());
+      put_flags(out, d.mode, u64());
       break;
     case FI_TYPE_AV_TYPE:
       put_enum(out, av_type_names, i32());
@@ -692,7 +878,11 @@ void format(out_buf& out, const void* data, int type) noexcept {
       put_enum(out, atomic_op_names, i32());
       break;
     case FI_TYPE_VERSION:
-      out.putf("%d.%d.%d", FI_MAJOR_VERSION, FI_MINOR_VERSION, FI_REVISION_VERSION);
+      // The library's version: 1.17.0 as Debian 12's, or the 2.x API weft implements.
+      if (d.v2)
+        out.putf("%u.%u.0", FI_MAJOR(api_newest), FI_MINOR(api_newest));
+      else
+        out.putf("%d.%d.%d", FI_MAJOR_VERSION, FI_MINOR_VERSION, FI_REVISION_VERSION);
       break;
     case FI_TYPE_EQ_EVENT:
       put_enum(out, eq_event_names, i32());
@@ -724,6 +914,21 @@ void format(out_buf& out, const void* data, int type) noexcept {
       break;
     case FI_TYPE_LOG_SUBSYS:
       put_enum(out, log_subsys_names, i32());
+      break;
+    case FI_TYPE_AV_ATTR:
+      put_av_attr(out, static_cast<const fi_av_attr*>(data));
+      break;
+    case FI_TYPE_CQ_ATTR:
+      put_cq_attr(out, static_cast<const fi_cq_attr*>(data));
+      break;
+    case FI_TYPE_MR_ATTR:
+      put_mr_attr(out, static_cast<const fi_mr_attr*>(data));
+      break;
+    case FI_TYPE_CNTR_ATTR:
+      put_cntr_attr(out, static_cast<const fi_cntr_attr*>(data));
+      break;
+    case FI_TYPE_CQ_ERR_ENTRY:
+      put_cq_err_entry(out, static_cast<const fi_cq_err_entry*>(data));
       break;
     default:
       out.put("Unknown type");

@@ -1,5 +1,5 @@
-// One of weft's providers as a plugin of another libfabric (Debian's
-// libfabric1): that library dlopens lib<name>-fi.so from FI_PROVIDER_PATH
+// One of weft's providers as a plugin of another libfabric (Debian 12's
+// libfabric 1.17, Debian 13's 2.1): that library dlopens lib<name>-fi.so from FI_PROVIDER_PATH
 // (default <libdir>/libfabric), calls fi_prov_ini, and from then on calls
 // the returned struct fi_provider: getinfo for fi_getinfo, fabric for
 // fi_fabric, cleanup at its exit. Every later call reaches weft through the
@@ -9,6 +9,12 @@
 // built from others) and offers one, WEFT_PLUGIN_PROVIDER, under the name
 // "weft_<name>": the host's own shm and tcp keep theirs. Only fi_prov_ini is
 // exported (plugin.map); weft's own fi_* functions inside are local to it.
+//
+// The host hands over structures in its own layout and skips a provider
+// whose fi_version is older than the version an application asks for: the
+// plugin declares the host's own version (fi_version() of the library that
+// loaded it), at most the API weft implements, and reads hints in the
+// layout of that version.
 #include <dlfcn.h>
 #include <rdma/fabric.h>
 #include <rdma/providers/fi_prov.h>
@@ -17,6 +23,7 @@
 #include <cstdlib>
 
 #include "common/object.hpp"
+#include "core/fabric2.hpp"
 #include "core/info.hpp"
 #include "core/provider.hpp"
 #include "util/fabric.hpp"
@@ -36,11 +43,21 @@ constexpr const char* plugin_prefix = "weft_";
 // take no layering: they answer such a request with nothing.
 constexpr uint64_t host_internal_flags = 0xfULL << 58;
 
+// The API of the libfabric that loaded the plugin (set by fi_prov_ini).
+uint32_t host_version = FI_VERSION(1, 17);
+
 int plugin_getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
                    const fi_info* hints, fi_info** info) {
   if (!info) return -FI_EINVAL;
   if (flags & host_internal_flags) return -FI_ENODATA;
-  int ret = weft::guard([&] { return weft::getinfo(version, node, service, flags, hints, info); });
+  // The hints are the host's (fi_allocinfo): its layout, at most.
+  const uint32_t layout = FI_VERSION_LT(version, host_version) ? version : host_version;
+  weft::info_ptr wide;
+  if (hints) {
+    wide.reset(weft::info_dup(hints, weft::domain_attr_size_for(layout)));
+    if (!wide) return -FI_ENOMEM;
+  }
+  int ret = weft::guard([&] { return weft::getinfo(version, node, service, flags, wide.get(), info); });
   if (ret) return ret;
   // The host names each entry itself (prov_name from our fi_provider); a
   // name already there would be taken for a layered one ("a;b").
@@ -62,7 +79,7 @@ void plugin_cleanup() {}
 
 fi_provider plugin = {
     .version = 0,
-    .fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
+    .fi_version = FI_VERSION(1, 17),
     .context = {},
     .name = nullptr,
     .getinfo = plugin_getinfo,
@@ -70,13 +87,19 @@ fi_provider plugin = {
     .cleanup = plugin_cleanup,
 };
 
-// The provider's FI_WEFT_<NAME>_* parameters, declared to the host so that
-// its fi_getparams (fi_info -e) lists them. The host's fi_param_define is
-// found through its already loaded libfabric.so.1: this plugin's own copy of
-// the symbol is weft's, and local.
-void declare_params(const weft::provider& prov) {
+// What the plugin learns from the host, found through its already loaded
+// libfabric.so.1 (this plugin's own copies of the symbols are weft's, and
+// local): its API version, and its fi_param_define, to which it declares
+// the provider's FI_WEFT_<NAME>_* parameters, so that the host's
+// fi_getparams (fi_info -e) lists them.
+void meet_host(const weft::provider& prov) {
   void* host = dlopen("libfabric.so.1", RTLD_LAZY | RTLD_NOLOAD);
   if (!host) return;
+  if (auto version = reinterpret_cast<uint32_t (*)()>(dlsym(host, "fi_version"))) {
+    const uint32_t v = version();
+    if (FI_MAJOR(v) >= 1) host_version = FI_VERSION_LT(weft::api_newest, v) ? weft::api_newest : v;
+  }
+  plugin.fi_version = host_version;
   using define_fn = int (*)(const fi_provider*, const char*, fi_param_type, const char*, ...);
   if (auto define = reinterpret_cast<define_fn>(dlsym(host, "fi_param_define")))
     for (const weft::provider::param& p : prov.params()) define(&plugin, p.name, p.type, "%s", p.help);
@@ -96,6 +119,6 @@ extern "C" __attribute__((visibility("default"))) fi_provider* fi_prov_ini(void)
   weft::offer_only(prov);
   plugin.version = prov->version();
   plugin.name = name;
-  declare_params(*prov);
+  meet_host(*prov);
   return &plugin;
 }

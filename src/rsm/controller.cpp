@@ -259,7 +259,7 @@ int controller_get(const char* name, controller** out) {
   name_parts np;
   if (!parse_name(name, &np) || np.unit != 0) return RSMERR_CTLR_NOT_PRESENT;
   uint32_t v = fi_version();
-  if (FI_MAJOR(v) != FI_MAJOR(api_version) || FI_MINOR(v) < FI_MINOR(api_version)) {
+  if (FI_VERSION_LT(v, api_version)) {  // a 2.x libfabric serves 1.x callers too
     RSM_LOG("libfabric %u.%u is older than the %u.%u the RSM face needs", FI_MAJOR(v), FI_MINOR(v),
             FI_MAJOR(api_version), FI_MINOR(api_version));
     return RSMERR_BAD_LIBRARY_VERSION;

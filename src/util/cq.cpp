@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "core/fabric2.hpp"
 #include "util/domain.hpp"
 #include "util/util.hpp"
 
@@ -205,6 +206,12 @@ ssize_t cq_readerr_op(fid_cq* f, fi_cq_err_entry* buf, uint64_t flags) noexcept 
     out.err_data_size = c->err_buf.size();
   }
   std::memcpy(buf, &out, v15 ? sizeof(out) : offsetof(fi_cq_err_entry, err_data_size));
+  // API 1.20 appended the entry's source address (FI_ADDR_NOTAVAIL unless
+  // the CQ reports sources and the sender is known).
+  if (FI_VERSION_GE(c->dom->api_version, FI_VERSION(1, 20))) {
+    const fi_addr_t src = c->ring[c->head].src;
+    std::memcpy(reinterpret_cast<char*>(buf) + cq_err_src_addr, &src, sizeof src);
+  }
   if (!(flags & FI_PEEK)) {
     c->errs.pop_front();
     c->head = (c->head + 1) & c->mask();

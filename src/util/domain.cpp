@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/fabric2.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "core/prov_template.hpp"
@@ -118,6 +119,28 @@ fi_ops_domain domain_ops = {
     dom_poll_open,         dom_stx_ctx, dom_srx_ctx, dom_query_atomic, dom_query_collective, dom_endpoint2,
 };
 
+// The attributes whose meaning depends on the caller's API (fi_domain(3)
+// of 2.x): FI_MR_BASIC/SCALABLE are gone from 2.x, FI_PROGRESS_CONTROL_UNIFIED
+// is new in it; weft keeps no authorization keys in AVs (FI_AV_AUTH_KEY,
+// 1.20) and has no peer groups (max_group_id, 2.0).
+int check_versioned_attrs(uint32_t version, const fi_domain_attr& a) {
+  auto progress_ok = [&](fi_progress p) {
+    unsigned v = static_cast<unsigned>(p);
+    return v <= FI_PROGRESS_MANUAL || (api_v2(version) && p == FI_PROGRESS_CONTROL_UNIFIED);
+  };
+  if (!progress_ok(a.control_progress) || !progress_ok(a.data_progress)) return -FI_EINVAL;
+  if (api_v2(version) && (a.mr_mode & (FI_MR_BASIC | FI_MR_SCALABLE))) return -FI_EINVAL;
+  if (FI_VERSION_GE(version, FI_VERSION(1, 20)) && a.auth_key_size == FI_AV_AUTH_KEY) return -FI_ENODATA;
+  if (tail_of(&a).max_group_id) return -FI_ENODATA;
+  return 0;
+}
+
+// FI_PROGRESS_CONTROL_UNIFIED is manual progress of everything.
+fi_progress progress_of(fi_progress asked, fi_progress unspec) {
+  if (asked == FI_PROGRESS_UNSPEC) return unspec;
+  return asked == FI_PROGRESS_CONTROL_UNIFIED ? FI_PROGRESS_MANUAL : asked;
+}
+
 size_t addrlen_of(uint32_t fmt) {
   switch (fmt) {
     case FI_SOCKADDR_IN:
@@ -146,13 +169,14 @@ int domain_open(fabric& fab, fi_info* info, fid_domain** out, void* context) noe
     if (!tmpl) return -FI_ENODATA;
 
     std::unique_ptr<domain, void (*)(domain*)> d(new domain{}, domain_destroy);
-    d->info = info_dup(info);
+    d->info = info_dup(info, domain_attr_size_for(fab.api_version));
     if (!d->info) return -FI_ENOMEM;
     d->fab = &fab;
     d->prov = fab.prov;
     d->api_version = fab.api_version;
-    const fi_domain_attr* a = info->domain_attr;
-    // mr_mode: legacy values (API < 1.5, or FI_MR_BASIC/SCALABLE at any
+    const fi_domain_attr* a = d->info->domain_attr;  // the newest layout, zero beyond the caller's
+    if (int ret = check_versioned_attrs(fab.api_version, *a)) return ret;
+    // mr_mode: legacy values (API < 1.5, or FI_MR_BASIC/SCALABLE at any 1.x
     // version) map to bits.
     uint64_t mode = static_cast<uint64_t>(a->mr_mode);
     d->mr_legacy_basic = mode == FI_MR_BASIC;
@@ -166,8 +190,8 @@ int domain_open(fabric& fab, fi_info* info, fid_domain** out, void* context) noe
     if (FI_VERSION_LT(fab.api_version, FI_VERSION(1, 5)) && (info->mode & FI_LOCAL_MR)) mode |= FI_MR_LOCAL;
     d->mr_mode = mode;
     d->threading = a->threading == FI_THREAD_UNSPEC ? FI_THREAD_SAFE : a->threading;
-    d->data_progress = a->data_progress == FI_PROGRESS_UNSPEC ? FI_PROGRESS_MANUAL : a->data_progress;
-    d->control_progress = a->control_progress == FI_PROGRESS_UNSPEC ? FI_PROGRESS_AUTO : a->control_progress;
+    d->data_progress = progress_of(a->data_progress, FI_PROGRESS_MANUAL);
+    d->control_progress = progress_of(a->control_progress, FI_PROGRESS_AUTO);
     d->addr_format = info->addr_format != FI_FORMAT_UNSPEC ? info->addr_format : tmpl->addr_format;
     d->addrlen = addrlen_of(d->addr_format);
     if (!d->addrlen) return -FI_EINVAL;

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "core/fabric2.hpp"
 #include "core/info.hpp"
 #include "core/log.hpp"
 #include "util/addr.hpp"
@@ -347,13 +348,16 @@ fi_ops alias_fi_ops = {sizeof(fi_ops),  alias_close,  alias_bind,    alias_contr
 
 void endpoint_init(endpoint& e, domain& dom, const fi_info* info, void* context, ep_role role,
                    const ep_transport* tops, size_t inject_max) {
-  e.info = info_dup(info);
+  e.info = info_dup(info, domain_attr_size_for(dom.api_version));
   if (!e.info) throw std::bad_alloc();
   e.tops = tops;
   e.dom = &dom;
   e.role = role;
   e.caps = info->caps ? info->caps : (FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC);
   if (!(e.caps & (FI_SEND | FI_RECV))) e.caps |= FI_SEND | FI_RECV;
+  // Bits 45, 46 and 48 are capabilities of 2.x only (1.x: two registration
+  // flags and FI_VARIABLE_MSG, which weft does not offer).
+  if (!api_v2(dom.api_version)) e.caps &= ~(FI_TAGGED_DIRECTED_RECV | FI_TAGGED_MULTI_RECV | FI_EXACT_DIRECTED_RECV);
   e.inject_size = inject_max;
   if (info->tx_attr) {
     e.tx_op_flags = info->tx_attr->op_flags;

@@ -1,5 +1,6 @@
 // Scalable endpoints (several transmit and receive contexts behind one
 // address) and shared transmit / receive contexts.
+#include "core/fabric2.hpp"
 #include "core/info.hpp"
 #include "util/ep.hpp"
 #include "util/eq.hpp"
@@ -327,7 +328,7 @@ int scalable_ep_open(domain& dom, fi_info* info, fid_ep** out, void* context, co
     return -FI_EINVAL;
   if (info->tx_attr && info->tx_attr->inject_size > inject_max) return -FI_EINVAL;
   auto s = std::make_unique<sep>();
-  s->info = info_dup(info);
+  s->info = info_dup(info, domain_attr_size_for(dom.api_version));
   if (!s->info) return -FI_ENOMEM;
   s->tops = tops;
   s->prov = prov;

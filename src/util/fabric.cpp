@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/fabric2.hpp"
 #include "core/log.hpp"
 #include "util/util.hpp"
 
@@ -80,9 +81,8 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context, uint32_t 
   if (!prov) return -FI_ENODATA;
   if (attr->name && !names_provider(attr->name, prov->name())) return -FI_ENODATA;
   if (api_version == 0) api_version = FI_VERSION(1, 0);
-  if (FI_MAJOR(api_version) != 1 ||
-      FI_VERSION_LT(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), api_version))
-    return -FI_ENOSYS;
+  if (!api_accepted(api_version)) return -FI_ENOSYS;
+  note_caller_api(api_version);
 
   auto fab = std::make_unique<fabric>();
   fab->fid_.fid.fclass = FI_CLASS_FABRIC;

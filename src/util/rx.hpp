@@ -4,6 +4,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "common/iov.hpp"
+#include "core/fabric2.hpp"
 #include "util/ep.hpp"
 
 namespace weft {
@@ -28,20 +29,25 @@ inline std::list<unexpected>& ux_list(endpoint& e, bool tagged) noexcept {
   return tagged ? e.rx->ux_tagged : e.rx->ux_msg;
 }
 
+// Directed receives: FI_DIRECTED_RECV, or 2.x's FI_TAGGED_DIRECTED_RECV
+// (tagged ones only: post_recv drops an untagged receive's source). An
+// endpoint of a 1.x caller never has bit 45 (endpoint_init).
+inline constexpr uint64_t directed_caps = FI_DIRECTED_RECV | FI_TAGGED_DIRECTED_RECV;
+
 // The one matching rule: tags under the ignore mask, and for directed
-// receives (FI_DIRECTED_RECV on `e`, the endpoint the message arrived on)
-// the sender's AV entry.
+// receives (directed_caps on `e`, the endpoint the message arrived on) the
+// sender's AV entry.
 inline bool recv_matches(const endpoint& e, const posted_recv& r, bool tagged, uint64_t tag,
                          fi_addr_t src) noexcept {
   if (tagged && ((r.tag ^ tag) & ~r.ignore)) return false;
   // The collective engine's messages are for its receives only.
   if (tagged && (tag & coll_tag_bit) && e.rx->coll && !(r.flags & flag_coll)) [[unlikely]]
     return false;
-  if (r.src == FI_ADDR_UNSPEC || !(e.caps & FI_DIRECTED_RECV)) return true;
+  if (r.src == FI_ADDR_UNSPEC || !(e.caps & directed_caps)) return true;
   return src != FI_ADDR_NOTAVAIL && e.av->index(src) == e.av->index(r.src);
 }
 inline bool needs_source(const endpoint& e) noexcept {
-  return e.caps & FI_DIRECTED_RECV;
+  return e.caps & directed_caps;
 }
 
 // The first posted receive an arriving message matches, or end(). *src is
@@ -106,8 +112,12 @@ inline ssize_t post_recv(endpoint& e, const iovec* iov, size_t count, fi_addr_t 
     return -FI_EINVAL;
   if ((flags & FI_MULTI_RECV) && (count != 1 || Tagged)) [[unlikely]]
     return -FI_EINVAL;
-  // The source address only matters for directed receives.
-  if (!(e.caps & FI_DIRECTED_RECV)) src = FI_ADDR_UNSPEC;
+  // The source address only matters for directed receives; with 2.x's
+  // FI_EXACT_DIRECTED_RECV a receive must name one.
+  if (!(e.caps & (Tagged ? directed_caps : FI_DIRECTED_RECV)))
+    src = FI_ADDR_UNSPEC;
+  else if (src == FI_ADDR_UNSPEC && (e.caps & FI_EXACT_DIRECTED_RECV)) [[unlikely]]
+    return -FI_EINVAL;
   if (src != FI_ADDR_UNSPEC && e.av) [[unlikely]] {
     size_t len = 0;
     if (!e.av->lookup(src, &len)) return -FI_EINVAL;

@@ -42,7 +42,7 @@ if grep -q "libfabric:" "$out"; then fail "a log line without FI_LOG_LEVEL"; fi
 # loaded from, the providers.
 FI_LOG_LEVEL=info fi_info -l >"$out" 2>&1 || fail "fi_info -l"
 [ "$(grep -c "<info> weft " "$out")" = 1 ] || fail "FI_LOG_LEVEL=info: not one line naming weft"
-grep -q "<info> weft [0-9.]* (libfabric API 1\.[0-9]*) from $build/lib/libfabric.so.1.*; providers: lnx 1\.0, shm 1\.0, tcp 1\.0" "$out" ||
+grep -q "<info> weft [0-9.]* (libfabric API 2\.6) from $build/lib/libfabric.so.1.*; providers: lnx 1\.0, shm 1\.0, tcp 1\.0" "$out" ||
   fail "FI_LOG_LEVEL=info: the line does not name the version, library and providers"
 sed -n 's/.*<info> \(weft .*\)/  \1/p' "$out"
 FI_PROVIDER=tcp FI_LOG_LEVEL=info fi_info -l >"$out" 2>&1 || fail "FI_PROVIDER=tcp fi_info -l"
@@ -54,7 +54,7 @@ if [ -x "$build/bin/ucp-perf" ]; then
   UCX_TLS=shm UCX_LOG_LEVEL=info timeout 60 "$build/bin/ucp-perf" -t tag_lat -n 1000 >"$out" 2>&1 ||
     fail "ucp-perf over weft"
   [ "$(grep -c "INFO weft .*: UCP API" "$out")" = 2 ] || fail "UCX_LOG_LEVEL=info: not one line per process"
-  grep -q "INFO weft [0-9.]*: UCP API [0-9.]* from $build/lib/libucp.so.0, over libfabric API 1\.[0-9]* from $build/lib/libfabric.so.1.*; transports: shm (libfabric provider shm, device memory)" "$out" ||
+  grep -q "INFO weft [0-9.]*: UCP API [0-9.]* from $build/lib/libucp.so.0, over libfabric API 2\.6 from $build/lib/libfabric.so.1.*; transports: shm (libfabric provider shm, device memory)" "$out" ||
     fail "UCX_LOG_LEVEL=info: the line does not name the libraries and transports"
   sed -n 's/.*INFO \(weft .*\)/  \1/p' "$out" | head -1
   UCX_TLS=shm timeout 60 "$build/bin/ucp-perf" -t tag_lat -n 1000 >"$out" 2>&1 || fail "ucp-perf over weft"

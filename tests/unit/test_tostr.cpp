@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/fabric2.hpp"
 #include "core/tostr.hpp"
 
 namespace {
@@ -86,6 +87,7 @@ constexpr char fill = '#';
 // Equal when both return null, or both return the buffer holding equal text;
 // weft must also leave the bytes after len alone and terminate within len.
 testing::AssertionResult same(const void* data, int type, size_t len, const char* what = "") {
+  weft::caller_api_newest.store(0);  // the 1.17 text, whatever an earlier test asked for
   std::vector<char> mine(len + guard, fill), theirs(len + guard, fill);
   auto t = static_cast<enum fi_type>(type);
   char* m = ::fi_tostr_r(mine.data(), len, data, t);
@@ -374,7 +376,9 @@ void fill_random(info_case& c, std::mt19937_64& rng) {
   d.mr_cnt = num();
   d.tclass = static_cast<uint32_t>(rng());
   c.fab.prov_version = static_cast<uint32_t>(rng());
-  c.fab.api_version = static_cast<uint32_t>(rng());
+  // A 1.x API version, any minor: an fi_info of a 2.x caller is printed as
+  // libfabric 2.1 prints it (test_api2.cpp), not as the 1.17 library here.
+  c.fab.api_version = FI_VERSION(rng() % 2, static_cast<uint16_t>(rng()));
   if (rng() % 8 == 0) d.name = nullptr;
   if (rng() % 8 == 0) c.fab.name = nullptr;
   if (rng() % 8 == 0) c.fab.prov_name = nullptr;
@@ -389,6 +393,7 @@ void fill_random(info_case& c, std::mt19937_64& rng) {
 // These need no real library.
 
 std::string weft_str(const void* data, int type) {
+  weft::caller_api_newest.store(0);
   char buf[8192];
   char* r = ::fi_tostr_r(buf, sizeof buf, data, static_cast<enum fi_type>(type));
   return r ? r : "<null>";
@@ -512,7 +517,10 @@ TEST(TostrDiff, UnknownTypesAndNullData) {
   uint64_t v = 1;
   for (int type = -2; type <= 45; ++type) {
     EXPECT_TRUE(same(nullptr, type, 256, "null data"));
-    if (type > FI_TYPE_LOG_SUBSYS || type < 0) {
+    // 1.17 knows no type after FI_TYPE_LOG_SUBSYS; weft prints the five
+    // 1.18 ... 2.0 added (test_api2.cpp), which read a structure.
+    const bool added = type >= FI_TYPE_AV_ATTR && type <= FI_TYPE_CQ_ERR_ENTRY;
+    if ((type > FI_TYPE_LOG_SUBSYS && !added) || type < 0) {
       EXPECT_TRUE(same_all_lengths(&v, type, "unknown type"));
     }
   }

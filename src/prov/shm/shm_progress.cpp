@@ -193,7 +193,7 @@ static_assert(offsetof(cell, h) + offsetof(cell_hdr, inl) + inject_max <= sizeof
   const uint64_t size = __atomic_load_n(&h.size, __ATOMIC_RELAXED);
   if (r.iov_count != 1 || (r.flags & FI_MULTI_RECV) || r.total < size || size > inject_max) return false;
   fi_addr_t src = FI_ADDR_NOTAVAIL;
-  if (e.caps & (FI_SOURCE | FI_DIRECTED_RECV)) src = src_addr_of(e, h.src);  // cached per sender slot
+  if (e.caps & (FI_SOURCE | directed_caps)) src = src_addr_of(e, h.src);  // cached per sender slot
   if (!recv_matches(e, r, tagged, h.tag, src)) return false;
   if (!(e.caps & FI_SOURCE)) src = FI_ADDR_NOTAVAIL;
   if (inl)

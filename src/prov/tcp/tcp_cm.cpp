@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/fabric2.hpp"
 #include "core/info.hpp"
 #include "prov/tcp/tcp.hpp"
 #include "util/eq.hpp"
@@ -412,7 +413,7 @@ int passive_ep_open(fabric& fab, fi_info* info, fid_pep** out, void* context) {
     return -FI_EINVAL;
   auto p = std::make_unique<pep>();
   p->owner.p = p.get();
-  p->info = info_dup(info);
+  p->info = info_dup(info, domain_attr_size_for(fab.api_version));
   if (!p->info) return -FI_ENOMEM;
   p->fab = &fab;
   auto cfg = std::make_shared<conn_config>();
