@@ -109,10 +109,9 @@ run_inside() {
     esac
   done
   [ $# -gt 0 ] || fail "run: no command"
-  local tmp
-  tmp=$(mktemp -d /tmp/weft-trixie-tmp.XXXXXX) || fail "cannot make a tmp"
-  chmod 1777 "$tmp"
-  cleanup() { unmount_under "$root"; rm -rf --one-file-system "$tmp"; }
+  run_tmp=$(mktemp -d /tmp/weft-trixie-tmp.XXXXXX) || fail "cannot make a tmp"
+  chmod 1777 "$run_tmp"
+  cleanup() { unmount_under "$root"; rm -rf --one-file-system "$run_tmp"; }
   trap cleanup EXIT
   mount -t proc proc "$root/proc" || fail "cannot mount /proc in the root"
   mount --rbind /sys "$root/sys" || fail "cannot mount /sys in the root"
@@ -120,7 +119,8 @@ run_inside() {
   if ! mountpoint -q "$root/dev/shm"; then
     mount --bind /dev/shm "$root/dev/shm" || fail "cannot mount /dev/shm in the root"
   fi
-  mount --bind "$tmp" "$root/tmp" || fail "cannot mount a tmp in the root"
+  mount --bind "$run_tmp" "$root/tmp" || fail "cannot mount a tmp in the root"
+  [ -e "$root/etc/hosts" ] || : >"$root/etc/hosts"
   mount --bind /etc/hosts "$root/etc/hosts" || fail "cannot mount /etc/hosts in the root"
   if [ -d /run/netns ]; then
     mkdir -p "$root/run/netns"
