@@ -71,7 +71,7 @@ Priority: optional
 Description: communication library: libfabric, RSM and UCP faces over one core
  Weft implements the libfabric 1.17 API (a drop-in libfabric.so.1 with the
  shm and tcp providers), Solaris's RSM API (libweft_rsm) and UCX's UCP API
- (drop-in libucp.so.0, libucs.so.0, libucm.so.0).
+ (drop-in libucp.so.0, libucs.so.0, libucm.so.0, libuct.so.0).
  .
  The drop-in libraries live in $libdir/weft, where only
  programs started with "weft run" load them. weft's providers are also

@@ -12,9 +12,13 @@
 #include <sys/mman.h>
 #include <ucm/api/ucm.h>
 #include <ucp/api/ucp.h>
+#include <ucs/datastruct/string_buffer.h>
+#include <ucs/sys/string.h>
+#include <uct/api/uct.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -1558,6 +1562,110 @@ TEST(ucp, memh_pack_rkey_compare_dt_query) {
   EXPECT_EQ(ucp_mem_unmap(s.ctx, mh2), UCS_OK);
   s.fini();
   EXPECT_EQ(g_fail, 0);
+}
+
+// libuct.so.0 (docs/ucp.md): weft's components and transports listed, an
+// interface that opens, advertises nothing and refuses every operation, and
+// bad arguments refused. libucs's string helpers as UCX's tools use them.
+TEST(uct, components_interfaces_unsupported_operations) {
+  uct_component_h* comps = nullptr;
+  unsigned nc = 0;
+  ASSERT_EQ(uct_query_components(&comps, &nc), UCS_OK);
+  EXPECT_EQ(uct_query_components(nullptr, &nc), UCS_ERR_INVALID_PARAM);
+  ucs_async_context_t* async = nullptr;
+  ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async), UCS_OK);
+  uct_worker_h worker = nullptr;
+  ASSERT_EQ(uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker), UCS_OK);
+  EXPECT_EQ(uct_worker_progress(worker), 0u);
+  std::vector<std::string> seen;
+  for (unsigned c = 0; c < nc; c++) {
+    uct_component_attr_t ca{};
+    ca.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT |
+                    UCT_COMPONENT_ATTR_FIELD_FLAGS;
+    ASSERT_EQ(uct_component_query(comps[c], &ca), UCS_OK);
+    ASSERT_EQ(ca.md_resource_count, 1u);
+    EXPECT_EQ(ca.flags, 0u);  // no connection manager
+    uct_md_resource_desc_t mdr{};
+    ca.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    ca.md_resources = &mdr;
+    ASSERT_EQ(uct_component_query(comps[c], &ca), UCS_OK);
+    uct_md_config_t* mc = nullptr;
+    ASSERT_EQ(uct_md_config_read(comps[c], nullptr, nullptr, &mc), UCS_OK);
+    uct_md_h md = nullptr;
+    EXPECT_EQ(uct_md_open(comps[c], "no-such-md", mc, &md), UCS_ERR_NO_DEVICE);
+    ASSERT_EQ(uct_md_open(comps[c], mdr.md_name, mc, &md), UCS_OK);
+    uct_config_release(mc);
+    uct_md_attr_t mattr;
+    ASSERT_EQ(uct_md_query(md, &mattr), UCS_OK);
+    EXPECT_EQ(mattr.cap.flags, 0u);
+    EXPECT_STREQ(mattr.component_name, ca.name);
+    uct_mem_h memh = nullptr;
+    char buf[64];
+    EXPECT_EQ(uct_md_mem_reg(md, buf, sizeof buf, 0, &memh), UCS_ERR_UNSUPPORTED);
+    EXPECT_EQ(uct_md_mem_reg(md, nullptr, sizeof buf, 0, &memh), UCS_ERR_INVALID_PARAM);
+    uct_tl_resource_desc_t* tls = nullptr;
+    unsigned nt = 0;
+    ASSERT_EQ(uct_md_query_tl_resources(md, &tls, &nt), UCS_OK);
+    for (unsigned t = 0; t < nt; t++) {
+      seen.push_back(std::string(tls[t].tl_name) + "/" + tls[t].dev_name);
+      uct_iface_config_t* ic = nullptr;
+      ASSERT_EQ(uct_md_iface_config_read(md, tls[t].tl_name, nullptr, nullptr, &ic), UCS_OK);
+      uct_iface_params_t ip{};
+      ip.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE;
+      ip.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
+      ip.mode.device.tl_name = tls[t].tl_name;
+      ip.mode.device.dev_name = "no-such-device";
+      uct_iface_h iface = nullptr;
+      EXPECT_EQ(uct_iface_open(md, worker, &ip, ic, &iface), UCS_ERR_NO_DEVICE);
+      ip.mode.device.dev_name = tls[t].dev_name;
+      ASSERT_EQ(uct_iface_open(md, worker, &ip, ic, &iface), UCS_OK);
+      uct_config_release(ic);
+      uct_iface_attr_t ia;
+      ASSERT_EQ(uct_iface_query(iface, &ia), UCS_OK);
+      EXPECT_EQ(ia.cap.flags, 0u);
+      EXPECT_EQ(ia.iface_addr_len, 0u);
+      EXPECT_EQ(uct_iface_progress(iface), 0u);
+      EXPECT_EQ(uct_iface_flush(iface, 0, nullptr), UCS_OK);
+      EXPECT_EQ(uct_iface_is_reachable(iface, nullptr, nullptr), 0);
+      EXPECT_EQ(uct_iface_set_am_handler(iface, 1, [](void*, void*, size_t, unsigned) { return UCS_OK; },
+                                         nullptr, 0),
+                UCS_ERR_UNSUPPORTED);
+      uct_ep_params_t ep{};
+      ep.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+      ep.iface = iface;
+      uct_ep_h e = nullptr;
+      EXPECT_EQ(uct_ep_create(&ep, &e), UCS_ERR_UNSUPPORTED);
+      // The operations table, as a program's inline calls reach it.
+      uct_ep_t fake{iface};
+      EXPECT_EQ(uct_ep_put_short(&fake, buf, 8, 0, 0), UCS_ERR_UNSUPPORTED);
+      EXPECT_EQ(uct_ep_am_bcopy(&fake, 1, [](void*, void*) -> size_t { return 0; }, nullptr, 0),
+                static_cast<ssize_t>(UCS_ERR_UNSUPPORTED));
+      uct_iface_close(iface);
+    }
+    uct_release_tl_resource_list(tls);
+    uct_md_close(md);
+  }
+  uct_worker_destroy(worker);
+  ucs_async_context_destroy(async);
+  uct_release_component_list(comps);
+  // What fi_getinfo finds under weft's face: shm always, tcp on loopback.
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "shm/memory"), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "tcp/lo"), seen.end());
+
+  char mem[16];
+  EXPECT_STREQ(ucs_memunits_to_str(4096, mem, sizeof mem), "4K");
+  EXPECT_STREQ(ucs_memunits_to_str(1000, mem, sizeof mem), "1000");
+  EXPECT_STREQ(ucs_memunits_to_str(UCS_MEMUNITS_INF, mem, sizeof mem), "inf");
+  UCS_STRING_BUFFER_ONSTACK(fixed, 8);
+  ucs_string_buffer_appendf(&fixed, "%s/", "abcdefghij");
+  EXPECT_STREQ(ucs_string_buffer_cstr(&fixed), "abcdefg");  // truncated to its capacity
+  ucs_string_buffer_t dyn = UCS_STRING_BUFFER_INITIALIZER;
+  ucs_string_buffer_appendf(&dyn, "%s/", "tag_lat");
+  ucs_string_buffer_appendf(&dyn, "%d//", 42);
+  ucs_string_buffer_rtrim(&dyn, "/");
+  EXPECT_STREQ(ucs_string_buffer_cstr(&dyn), "tag_lat/42");
+  ucs_string_buffer_cleanup(&dyn);
+  ucs_string_buffer_cleanup(&fixed);  // the caller's memory: left alone
 }
 
 // FORCE close: requests in flight end UCS_ERR_CANCELED at once.
