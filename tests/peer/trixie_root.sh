@@ -5,8 +5,9 @@
 #   trixie_root.sh make
 #       makes the root once per machine with debootstrap --variant=minbase
 #       and apt-get from deb.debian.org; kept at WEFT_PEER_CACHE/trixie-root
-#       (default /var/cache/weft-peer), complete when .ready is in it. A root
-#       without .ready is made again. Two callers at once: the second waits
+#       (default /var/cache/weft-peer), complete when .ready is in it (the
+#       package list it was made with). A root without .ready, or made with
+#       another list, is made again. Two callers at once: the second waits
 #       for the first (flock on trixie-root.lock).
 #   trixie_root.sh run [-b DIR]... [--] COMMAND...
 #       makes the root if needed, then runs COMMAND in it (chroot, as root)
@@ -50,7 +51,7 @@ make_root() {
   mkdir -p "$cache" || skip "cannot create $cache"
   exec 8>"$cache/trixie-root.lock"
   flock 8
-  if [ -f "$root/.ready" ]; then
+  if [ -f "$root/.ready" ] && [ "$(cat "$root/.ready")" = "${packages[*]}" ]; then
     exec 8>&-
     return 0
   fi
@@ -81,7 +82,7 @@ make_root() {
     tail -20 "$log"
     fail "installing Debian 13's packages failed (log: $log)"
   fi
-  touch "$root/.ready"
+  echo "${packages[*]}" >"$root/.ready"
   echo "Debian 13 root made in $((SECONDS - start)) s"
   exec 8>&-
 }
