@@ -1,5 +1,6 @@
 # Runs at install time (cmake/install.cmake lists the files). The layout:
 #   <libdir>/weft/       libfabric.so.1 libucp.so.0 libucs.so.0 libucm.so.0
+#                        libuct.so.0
 #                        (drop-in: nothing loads them unless asked, `weft run`)
 #   <libdir>/libfabric/  libweft_<name>-fi.so, plugins of the system libfabric
 #   <libdir>/            libweft_rsm.so*, pkgconfig/weft-rsm.pc

@@ -70,10 +70,10 @@ Section: libs
 Priority: optional
 Description: communication library: libfabric, RSM and UCP faces over one core
  Weft implements three interfaces over one core of its own: the libfabric
- 1.17 API (a drop-in libfabric.so.1 with the providers lnx, the linked
- shm+tcp provider, shm, tcp and udp), Solaris's RSM API (libweft_rsm,
+ 1.x and 2.x API (a drop-in libfabric.so.1 with the providers lnx, the
+ linked shm+tcp provider, shm, tcp and udp), Solaris's RSM API (libweft_rsm,
  rsmapi.h) and UCX's UCP API (drop-in libucp.so.0, libucs.so.0,
- libucm.so.0).
+ libucm.so.0, libuct.so.0).
  .
  The drop-in libraries live in $libdir/weft, where only
  programs started with "weft run" load them. weft's providers are also

@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake g++ pkg-config libfabric-dev libfabric-bin libfabric1
       googletest libgtest-dev ucx-utils libucx-dev gnuplot-nox man-db
       mpich libmpich-dev openmpi-bin libopenmpi-dev iproute2 nftables
-      go-md2man dpkg-dev)
+      go-md2man dpkg-dev debootstrap)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 
 #include "ucp_int.hpp"
 
@@ -398,4 +399,41 @@ UCP_EXPORT ucs_status_t ucp_get(ucp_ep_h ep, void* buffer, size_t length, uint64
   if (!UCS_PTR_IS_PTR(sp)) return UCS_PTR_STATUS(sp);
   worker_guard g(ep->w);
   return wait_ptr(ep->w, sp);
+}
+
+// UCX 1.15's ucp_memh_pack: a memory handle packed as a remote key (the
+// buffer ucp_ep_rkey_unpack reads). Packing for export (another process
+// maps the same registration) is not available: UCS_ERR_UNSUPPORTED, and
+// UCP_FEATURE_EXPORTED_MEMH is not advertised.
+UCP_EXPORT ucs_status_t ucp_memh_pack(ucp_mem_h memh, const ucp_memh_pack_params_t* params, void** buffer_p,
+                                      size_t* buffer_size_p) {
+  if (!memh || !buffer_p || !buffer_size_p) return UCS_ERR_INVALID_PARAM;
+  uint64_t flags = 0;
+  if (params) {
+    if (params->field_mask & ~uint64_t{UCP_MEMH_PACK_PARAM_FIELD_FLAGS}) return UCS_ERR_INVALID_PARAM;
+    if (params->field_mask & UCP_MEMH_PACK_PARAM_FIELD_FLAGS) flags = params->flags;
+  }
+  if (flags & ~uint64_t{UCP_MEMH_PACK_FLAG_EXPORT}) return UCS_ERR_INVALID_PARAM;
+  if (flags & UCP_MEMH_PACK_FLAG_EXPORT) return UCS_ERR_UNSUPPORTED;
+  return ucp_rkey_pack(memh->ctx, memh, buffer_p, buffer_size_p);
+}
+
+UCP_EXPORT void ucp_memh_buffer_release(void* buffer, const ucp_memh_buffer_release_params_t* params) {
+  if (params && params->field_mask) return;  // no field is defined: not a buffer of ours to release
+  free(buffer);
+}
+
+// UCX 1.16's ucp_rkey_compare: a total order on the keys of one worker, 0
+// when two keys reach the same remote registration through the same
+// endpoint.
+UCP_EXPORT ucs_status_t ucp_rkey_compare(ucp_worker_h worker, ucp_rkey_h rkey1, ucp_rkey_h rkey2,
+                                         const ucp_rkey_compare_params_t* params, int* result) {
+  if (!worker || !rkey1 || !rkey2 || !params || !result || params->field_mask) return UCS_ERR_INVALID_PARAM;
+  if (!rkey1->ep || !rkey2->ep || rkey1->ep->w != worker || rkey2->ep->w != worker) return UCS_ERR_INVALID_PARAM;
+  auto tie = [](const ucp_rkey* k) {
+    return std::make_tuple(reinterpret_cast<uintptr_t>(k->ep), k->kind, k->key, k->base, k->len, k->virt);
+  };
+  auto a = tie(rkey1), b = tie(rkey2);
+  *result = a < b ? -1 : (b < a ? 1 : 0);
+  return UCS_OK;
 }

@@ -24,6 +24,8 @@
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
+#include "include/ucp/api/ucp_1_18.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>

@@ -57,7 +57,7 @@ files=$(awk '$1 !~ /^d/ { print $6 }' "$tmp/contents" | sed 's|^\./|/|' | sort -
 multiarch=$(gcc -print-multiarch)
 libdir=/usr/lib/$multiarch
 for f in /usr/bin/weft /usr/bin/weft-perf /usr/bin/rsm-perf /usr/include/rsmapi.h \
-  $libdir/weft/libfabric.so.1 $libdir/weft/libucp.so.0 $libdir/weft/libucs.so.0 $libdir/weft/libucm.so.0 \
+  $libdir/weft/libfabric.so.1 $libdir/weft/libucp.so.0 $libdir/weft/libucs.so.0 $libdir/weft/libucm.so.0 $libdir/weft/libuct.so.0 \
   $libdir/libweft_rsm.so.1 $libdir/pkgconfig/weft-rsm.pc \
   $libdir/libfabric/libweft_shm-fi.so $libdir/libfabric/libweft_tcp-fi.so \
   $libdir/libfabric/libweft_lnx-fi.so $libdir/libfabric/libweft_udp-fi.so \
@@ -69,7 +69,7 @@ for f in /usr/bin/weft /usr/bin/weft-perf /usr/bin/rsm-perf /usr/include/rsmapi.
   grep -qx "$f" <<<"$files" || fail "the package lacks $f"
 done
 ! grep -v '^/usr\(/\|$\)' <<<"$paths" || fail "the package installs outside /usr"
-! grep -E "^$libdir/lib(fabric|ucp|ucs|ucm)\.so" <<<"$files" || fail "a drop-in library would shadow the system's"
+! grep -E "^$libdir/lib(fabric|ucp|ucs|ucm|uct)\.so" <<<"$files" || fail "a drop-in library would shadow the system's"
 dpkg-deb -f "$deb" Depends | grep -q 'libfabric1' || fail "no dependency on libfabric1"
 # The description names the four providers and the three faces; the
 # copyright file gives the license.

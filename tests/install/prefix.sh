@@ -47,7 +47,7 @@ pingpong() {
 case $group in
 layout)
   for f in bin/weft bin/weft-perf bin/rsm-perf include/rsmapi.h \
-    lib/weft/libfabric.so.1 lib/weft/libucp.so.0 lib/weft/libucs.so.0 lib/weft/libucm.so.0 \
+    lib/weft/libfabric.so.1 lib/weft/libucp.so.0 lib/weft/libucs.so.0 lib/weft/libucm.so.0 lib/weft/libuct.so.0 \
     lib/libweft_rsm.so.1 lib/libweft_rsm.so lib/pkgconfig/weft-rsm.pc \
     lib/libfabric/libweft_shm-fi.so lib/libfabric/libweft_tcp-fi.so lib/libfabric/libweft_lnx-fi.so \
     lib/libfabric/libweft_udp-fi.so \
@@ -58,7 +58,7 @@ layout)
     [ -e "$prefix/$f" ] || fail "$f is not installed"
   done
   # The drop-in libraries never lie where the loader looks by itself.
-  for l in libfabric libucp libucs libucm; do
+  for l in libfabric libucp libucs libucm libuct; do
     ! ls "$lib/$l".so* >/dev/null 2>&1 || fail "$l is in $lib, where it shadows the system's"
   done
   ok "every file in its place"

@@ -4,6 +4,7 @@
 # COMMAND... runs COMMAND in the network namespace whose address is HOST,
 # from tests/netns/netns.sh's WEFT_NS_HOSTS, WEFT_NS_i and WEFT_ADDR_i.
 # Options an ssh client would take are skipped.
+# (Also run inside the Debian 13 root, where /run/netns is mounted.)
 while [ $# -gt 0 ]; do
   case "$1" in
     -o | -p | -l | -i | -F) shift 2 ;;
@@ -22,7 +23,20 @@ while [ "$i" -le "${WEFT_NS_HOSTS:-0}" ]; do
     # MPI's orted on two "hosts" otherwise race for one session directory).
     tmp="${WEFT_NS_TMP:-/tmp}/$ns"
     mkdir -p "$tmp"
-    exec ip netns exec "$ns" env TMPDIR="$tmp" sh -c "$*"
+    # WEFT_NS_UTS set: the command also gets a host name of its own (the
+    # namespace's name), as PRRTE (Open MPI 5) tells hosts apart by name.
+    if [ -n "${WEFT_NS_UTS:-}" ]; then
+      # shellcheck disable=SC2016
+      set -- unshare --uts sh -c 'echo "$0" >/proc/sys/kernel/hostname && exec "$@"' "$ns" env TMPDIR="$tmp" sh -c "$*"
+    else
+      set -- env TMPDIR="$tmp" sh -c "$*"
+    fi
+    # Without iproute2 (a minimal root, tests/peer/trixie_root.sh), nsenter
+    # enters the namespace's network the same way.
+    if command -v ip >/dev/null; then
+      exec ip netns exec "$ns" "$@"
+    fi
+    exec nsenter --net="/run/netns/$ns" "$@"
   fi
   i=$((i + 1))
 done

@@ -12,9 +12,13 @@
 #include <sys/mman.h>
 #include <ucm/api/ucm.h>
 #include <ucp/api/ucp.h>
+#include <ucs/datastruct/string_buffer.h>
+#include <ucs/sys/string.h>
+#include <uct/api/uct.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -1377,21 +1381,26 @@ TEST(ucp, ep_query_perf_print_modify) {
 }
 
 // An endpoint to its own worker: what it sends it receives.
+// An endpoint of a worker to itself, with endpoint flags.
+ucp_ep_h ep_to_self(side& s, unsigned flags = 0) {
+  ucp_address_t* a = nullptr;
+  size_t len = 0;
+  ucp_ep_h e = nullptr;
+  if (ucp_worker_get_address(s.w, &a, &len) != UCS_OK) return nullptr;
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_FLAGS;
+  ep.address = a;
+  ep.flags = flags;
+  if (ucp_ep_create(s.w, &ep, &e) != UCS_OK) e = nullptr;
+  ucp_worker_release_address(s.w, a);
+  return e;
+}
+
 TEST(ucp, loopback_endpoints) {
   side s;
   s.init();
-  ucp_address_t* a = nullptr;
-  size_t len = 0;
-  ASSERT_EQ(ucp_worker_get_address(s.w, &a, &len), UCS_OK);
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-  ep.address = a;
-  ucp_ep_h self = nullptr, nl = nullptr;
-  ASSERT_EQ(ucp_ep_create(s.w, &ep, &self), UCS_OK);
-  ep.field_mask |= UCP_EP_PARAM_FIELD_FLAGS;
-  ep.flags = UCP_EP_PARAMS_FLAGS_NO_LOOPBACK;
-  ASSERT_EQ(ucp_ep_create(s.w, &ep, &nl), UCS_OK);
-  ucp_worker_release_address(s.w, a);
+  ucp_ep_h self = ep_to_self(s), nl = ep_to_self(s, UCP_EP_PARAMS_FLAGS_NO_LOOPBACK);
+  ASSERT_TRUE(self && nl);
   uint64_t v = 77, r = 0;
   ucp_request_param_t p = send_param();
   void* rr = ucp_tag_recv_nbx(s.w, &r, sizeof r, 1, ~0ull, nullptr);
@@ -1418,6 +1427,245 @@ TEST(ucp, loopback_endpoints) {
   }
   s.fini();
   EXPECT_EQ(g_fail, 0);
+}
+
+// The UCX 1.15-1.18 calls (ucp_1_18.h) on a loopback endpoint: a memory
+// handle packed by ucp_memh_pack is a remote key a put goes through; keys
+// compare equal exactly when they reach the same registration; datatypes
+// report their packed size.
+namespace {
+size_t g_packed = 0;
+void* dtq_start(void*, const void*, size_t count) {
+  g_packed = count * 3;
+  return &g_packed;
+}
+size_t dtq_size(void* state) {
+  return *static_cast<size_t*>(state);
+}
+void dtq_finish(void* state) {
+  *static_cast<size_t*>(state) = 0;
+}
+void* dtq_start_unpack(void*, void*, size_t) {
+  return &g_packed;
+}
+size_t dtq_pack(void*, size_t, void*, size_t) {
+  return 0;
+}
+ucs_status_t dtq_unpack(void*, size_t, const void*, size_t) {
+  return UCS_OK;
+}
+}  // namespace
+
+TEST(ucp, memh_pack_rkey_compare_dt_query) {
+  side s;
+  s.init();
+  s.ep = ep_to_self(s);
+  ASSERT_NE(s.ep, nullptr);
+
+  std::vector<uint64_t> dst(64, 0), other(64, 0);
+  ucp_mem_h mh = nullptr, mh2 = nullptr;
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = dst.data();
+  mp.length = dst.size() * sizeof(uint64_t);
+  ASSERT_EQ(ucp_mem_map(s.ctx, &mp, &mh), UCS_OK);
+  mp.address = other.data();
+  ASSERT_EQ(ucp_mem_map(s.ctx, &mp, &mh2), UCS_OK);
+
+  void* b1 = nullptr;
+  void* b2 = nullptr;
+  void* b3 = nullptr;
+  size_t n1 = 0, n2 = 0, n3 = 0;
+  ucp_memh_pack_params_t pp{};
+  EXPECT_EQ(ucp_memh_pack(mh, nullptr, &b1, &n1), UCS_OK);
+  EXPECT_EQ(ucp_memh_pack(mh, &pp, &b2, &n2), UCS_OK);
+  EXPECT_EQ(ucp_memh_pack(mh2, &pp, &b3, &n3), UCS_OK);
+  pp.field_mask = UCP_MEMH_PACK_PARAM_FIELD_FLAGS;
+  pp.flags = UCP_MEMH_PACK_FLAG_EXPORT;
+  void* bx = nullptr;
+  size_t nx = 0;
+  EXPECT_EQ(ucp_memh_pack(mh, &pp, &bx, &nx), UCS_ERR_UNSUPPORTED);
+  pp.flags = 1u << 5;
+  EXPECT_EQ(ucp_memh_pack(mh, &pp, &bx, &nx), UCS_ERR_INVALID_PARAM);
+  pp.field_mask = 1u << 4;
+  EXPECT_EQ(ucp_memh_pack(mh, &pp, &bx, &nx), UCS_ERR_INVALID_PARAM);
+  EXPECT_EQ(ucp_memh_pack(nullptr, nullptr, &bx, &nx), UCS_ERR_INVALID_PARAM);
+  EXPECT_EQ(ucp_memh_pack(mh, nullptr, nullptr, &nx), UCS_ERR_INVALID_PARAM);
+  EXPECT_EQ(bx, nullptr);
+
+  ucp_rkey_h k1 = nullptr, k2 = nullptr, k3 = nullptr;
+  ASSERT_EQ(ucp_ep_rkey_unpack(s.ep, b1, &k1), UCS_OK);
+  ASSERT_EQ(ucp_ep_rkey_unpack(s.ep, b2, &k2), UCS_OK);
+  ASSERT_EQ(ucp_ep_rkey_unpack(s.ep, b3, &k3), UCS_OK);
+  ucp_memh_buffer_release_params_t rp{};
+  ucp_memh_buffer_release(b1, &rp);
+  ucp_memh_buffer_release(b2, nullptr);
+  ucp_memh_buffer_release(b3, &rp);
+
+  // The key from ucp_memh_pack carries a put.
+  std::vector<uint64_t> src(64);
+  for (size_t i = 0; i < src.size(); i++) src[i] = 0x1800 + i;
+  ucp_request_param_t p{};
+  EXPECT_EQ(s.wait(ucp_put_nbx(s.ep, src.data(), src.size() * sizeof(uint64_t),
+                               reinterpret_cast<uintptr_t>(dst.data()), k1, &p)),
+            UCS_OK);
+  EXPECT_EQ(s.wait(ucp_ep_flush_nbx(s.ep, &p)), UCS_OK);
+  EXPECT_EQ(dst, src);
+
+  ucp_rkey_compare_params_t cp{};
+  int r12 = 7, r13 = 0, r31 = 0;
+  EXPECT_EQ(ucp_rkey_compare(s.w, k1, k2, &cp, &r12), UCS_OK);
+  EXPECT_EQ(r12, 0);
+  EXPECT_EQ(ucp_rkey_compare(s.w, k1, k3, &cp, &r13), UCS_OK);
+  EXPECT_EQ(ucp_rkey_compare(s.w, k3, k1, &cp, &r31), UCS_OK);
+  EXPECT_NE(r13, 0);
+  EXPECT_EQ(r13, -r31);
+  cp.field_mask = 1;
+  EXPECT_EQ(ucp_rkey_compare(s.w, k1, k2, &cp, &r12), UCS_ERR_INVALID_PARAM);
+  cp.field_mask = 0;
+  EXPECT_EQ(ucp_rkey_compare(s.w, k1, nullptr, &cp, &r12), UCS_ERR_INVALID_PARAM);
+  EXPECT_EQ(ucp_rkey_compare(s.w, k1, k2, nullptr, &r12), UCS_ERR_INVALID_PARAM);
+  EXPECT_EQ(ucp_rkey_compare(s.w, k1, k2, &cp, nullptr), UCS_ERR_INVALID_PARAM);
+  for (ucp_rkey_h k : {k1, k2, k3}) ucp_rkey_destroy(k);
+
+  // Packed sizes: contiguous, IOV, generic.
+  ucp_datatype_attr_t da{};
+  da.field_mask = UCP_DATATYPE_ATTR_FIELD_PACKED_SIZE;
+  EXPECT_EQ(ucp_dt_query(ucp_dt_make_contig(8), &da), UCS_OK);
+  EXPECT_EQ(da.packed_size, 8u);
+  da.field_mask |= UCP_DATATYPE_ATTR_FIELD_COUNT;
+  da.count = 5;
+  EXPECT_EQ(ucp_dt_query(ucp_dt_make_contig(8), &da), UCS_OK);
+  EXPECT_EQ(da.packed_size, 40u);
+  ucp_dt_iov_t iov[2] = {{src.data(), 16}, {dst.data(), 24}};
+  da.field_mask |= UCP_DATATYPE_ATTR_FIELD_BUFFER;
+  da.buffer = iov;
+  da.count = 2;
+  EXPECT_EQ(ucp_dt_query(ucp_dt_make_iov(), &da), UCS_OK);
+  EXPECT_EQ(da.packed_size, 40u);
+  ucp_generic_dt_ops_t ops{dtq_start, dtq_start_unpack, dtq_size, dtq_pack, dtq_unpack, dtq_finish};
+  ucp_datatype_t gdt = 0;
+  ASSERT_EQ(ucp_dt_create_generic(&ops, nullptr, &gdt), UCS_OK);
+  da.buffer = src.data();
+  da.count = 7;
+  EXPECT_EQ(ucp_dt_query(gdt, &da), UCS_OK);
+  EXPECT_EQ(da.packed_size, 21u);
+  EXPECT_EQ(g_packed, 0u);  // the pack state was finished
+  da.field_mask = UCP_DATATYPE_ATTR_FIELD_PACKED_SIZE;  // generic needs its buffer
+  EXPECT_EQ(ucp_dt_query(gdt, &da), UCS_ERR_INVALID_PARAM);
+  da.field_mask = UCP_DATATYPE_ATTR_FIELD_PACKED_SIZE | (1u << 6);
+  EXPECT_EQ(ucp_dt_query(ucp_dt_make_contig(1), &da), UCS_ERR_INVALID_PARAM);
+  EXPECT_EQ(ucp_dt_query(ucp_dt_make_contig(1), nullptr), UCS_ERR_INVALID_PARAM);
+  ucp_dt_destroy(gdt);
+
+  EXPECT_EQ(ucp_mem_unmap(s.ctx, mh), UCS_OK);
+  EXPECT_EQ(ucp_mem_unmap(s.ctx, mh2), UCS_OK);
+  s.fini();
+  EXPECT_EQ(g_fail, 0);
+}
+
+// libuct.so.0 (docs/ucp.md): weft's components and transports listed, an
+// interface that opens, advertises nothing and refuses every operation, and
+// bad arguments refused. libucs's string helpers as UCX's tools use them.
+TEST(uct, components_interfaces_unsupported_operations) {
+  uct_component_h* comps = nullptr;
+  unsigned nc = 0;
+  ASSERT_EQ(uct_query_components(&comps, &nc), UCS_OK);
+  EXPECT_EQ(uct_query_components(nullptr, &nc), UCS_ERR_INVALID_PARAM);
+  ucs_async_context_t* async = nullptr;
+  ASSERT_EQ(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async), UCS_OK);
+  uct_worker_h worker = nullptr;
+  ASSERT_EQ(uct_worker_create(async, UCS_THREAD_MODE_SINGLE, &worker), UCS_OK);
+  EXPECT_EQ(uct_worker_progress(worker), 0u);
+  std::vector<std::string> seen;
+  for (unsigned c = 0; c < nc; c++) {
+    uct_component_attr_t ca{};
+    ca.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT |
+                    UCT_COMPONENT_ATTR_FIELD_FLAGS;
+    ASSERT_EQ(uct_component_query(comps[c], &ca), UCS_OK);
+    ASSERT_EQ(ca.md_resource_count, 1u);
+    EXPECT_EQ(ca.flags, 0u);  // no connection manager
+    uct_md_resource_desc_t mdr{};
+    ca.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
+    ca.md_resources = &mdr;
+    ASSERT_EQ(uct_component_query(comps[c], &ca), UCS_OK);
+    uct_md_config_t* mc = nullptr;
+    ASSERT_EQ(uct_md_config_read(comps[c], nullptr, nullptr, &mc), UCS_OK);
+    uct_md_h md = nullptr;
+    EXPECT_EQ(uct_md_open(comps[c], "no-such-md", mc, &md), UCS_ERR_NO_DEVICE);
+    ASSERT_EQ(uct_md_open(comps[c], mdr.md_name, mc, &md), UCS_OK);
+    uct_config_release(mc);
+    uct_md_attr_t mattr;
+    ASSERT_EQ(uct_md_query(md, &mattr), UCS_OK);
+    EXPECT_EQ(mattr.cap.flags, 0u);
+    EXPECT_STREQ(mattr.component_name, ca.name);
+    uct_mem_h memh = nullptr;
+    char buf[64];
+    EXPECT_EQ(uct_md_mem_reg(md, buf, sizeof buf, 0, &memh), UCS_ERR_UNSUPPORTED);
+    EXPECT_EQ(uct_md_mem_reg(md, nullptr, sizeof buf, 0, &memh), UCS_ERR_INVALID_PARAM);
+    uct_tl_resource_desc_t* tls = nullptr;
+    unsigned nt = 0;
+    ASSERT_EQ(uct_md_query_tl_resources(md, &tls, &nt), UCS_OK);
+    for (unsigned t = 0; t < nt; t++) {
+      seen.push_back(std::string(tls[t].tl_name) + "/" + tls[t].dev_name);
+      uct_iface_config_t* ic = nullptr;
+      ASSERT_EQ(uct_md_iface_config_read(md, tls[t].tl_name, nullptr, nullptr, &ic), UCS_OK);
+      uct_iface_params_t ip{};
+      ip.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE;
+      ip.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
+      ip.mode.device.tl_name = tls[t].tl_name;
+      ip.mode.device.dev_name = "no-such-device";
+      uct_iface_h iface = nullptr;
+      EXPECT_EQ(uct_iface_open(md, worker, &ip, ic, &iface), UCS_ERR_NO_DEVICE);
+      ip.mode.device.dev_name = tls[t].dev_name;
+      ASSERT_EQ(uct_iface_open(md, worker, &ip, ic, &iface), UCS_OK);
+      uct_config_release(ic);
+      uct_iface_attr_t ia;
+      ASSERT_EQ(uct_iface_query(iface, &ia), UCS_OK);
+      EXPECT_EQ(ia.cap.flags, 0u);
+      EXPECT_EQ(ia.iface_addr_len, 0u);
+      EXPECT_EQ(uct_iface_progress(iface), 0u);
+      EXPECT_EQ(uct_iface_flush(iface, 0, nullptr), UCS_OK);
+      EXPECT_EQ(uct_iface_is_reachable(iface, nullptr, nullptr), 0);
+      EXPECT_EQ(uct_iface_set_am_handler(iface, 1, [](void*, void*, size_t, unsigned) { return UCS_OK; },
+                                         nullptr, 0),
+                UCS_ERR_UNSUPPORTED);
+      uct_ep_params_t ep{};
+      ep.field_mask = UCT_EP_PARAM_FIELD_IFACE;
+      ep.iface = iface;
+      uct_ep_h e = nullptr;
+      EXPECT_EQ(uct_ep_create(&ep, &e), UCS_ERR_UNSUPPORTED);
+      // The operations table, as a program's inline calls reach it.
+      uct_ep_t fake{iface};
+      EXPECT_EQ(uct_ep_put_short(&fake, buf, 8, 0, 0), UCS_ERR_UNSUPPORTED);
+      EXPECT_EQ(uct_ep_am_bcopy(&fake, 1, [](void*, void*) -> size_t { return 0; }, nullptr, 0),
+                static_cast<ssize_t>(UCS_ERR_UNSUPPORTED));
+      uct_iface_close(iface);
+    }
+    uct_release_tl_resource_list(tls);
+    uct_md_close(md);
+  }
+  uct_worker_destroy(worker);
+  ucs_async_context_destroy(async);
+  uct_release_component_list(comps);
+  // What fi_getinfo finds under weft's face: shm always, tcp on loopback.
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "shm/memory"), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "tcp/lo"), seen.end());
+
+  char mem[16];
+  EXPECT_STREQ(ucs_memunits_to_str(4096, mem, sizeof mem), "4K");
+  EXPECT_STREQ(ucs_memunits_to_str(1000, mem, sizeof mem), "1000");
+  EXPECT_STREQ(ucs_memunits_to_str(UCS_MEMUNITS_INF, mem, sizeof mem), "inf");
+  UCS_STRING_BUFFER_ONSTACK(fixed, 8);
+  ucs_string_buffer_appendf(&fixed, "%s/", "abcdefghij");
+  EXPECT_STREQ(ucs_string_buffer_cstr(&fixed), "abcdefg");  // truncated to its capacity
+  ucs_string_buffer_t dyn = UCS_STRING_BUFFER_INITIALIZER;
+  ucs_string_buffer_appendf(&dyn, "%s/", "tag_lat");
+  ucs_string_buffer_appendf(&dyn, "%d//", 42);
+  ucs_string_buffer_rtrim(&dyn, "/");
+  EXPECT_STREQ(ucs_string_buffer_cstr(&dyn), "tag_lat/42");
+  ucs_string_buffer_cleanup(&dyn);
+  ucs_string_buffer_cleanup(&fixed);  // the caller's memory: left alone
 }
 
 // FORCE close: requests in flight end UCS_ERR_CANCELED at once.

@@ -8,6 +8,9 @@
  * Additions over 1.13:
  *   - ucp_ep_attr_t.transports and UCP_EP_ATTR_FIELD_TRANSPORTS: the
  *     (transport, device) pairs an endpoint uses (ucp_ep_query);
+ *   - ucp_memh_pack and ucp_memh_buffer_release (1.15; no export),
+ *     ucp_rkey_compare (1.16) and ucp_dt_query (1.15), with their
+ *     parameter structures, as UCX 1.18 declares them (ucp_1_18.h);
  *   - WEFT_UCP_API, defined: a program can tell this header from UCX's.
  *
  * The 1.13 declarations of ucp_ep_attr_t and ucp_ep_query are renamed out of
@@ -78,5 +81,7 @@ typedef struct ucp_ep_attr {
 ucs_status_t ucp_ep_query(ucp_ep_h ep, ucp_ep_attr_t *attr);
 
 END_C_DECLS
+
+#include "ucp_1_18.h"
 
 #endif
