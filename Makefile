@@ -6,7 +6,7 @@ CMAKE_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all setup build dist demo test test-release test-asan test-tsan peer-tests compare install deb clean
+.PHONY: all setup build dist demo peer-root test test-release test-asan test-tsan peer-tests compare install deb clean
 
 all: build
 
@@ -25,7 +25,14 @@ demo: setup
 	CMAKE_ARGS="$(CMAKE_ARGS)" bash scripts/demo.sh $(BUILD) $(JOBS)
 
 # Every test, three times: a release build, AddressSanitizer+UBSan, ThreadSanitizer.
-test: setup test-release test-asan test-tsan
+# The Debian 13 root that the peer.trixie_* tests use is made in the
+# background meanwhile (once per machine; mostly downloads and unpacking, so
+# it overlaps the builds; the tests wait for it).
+test: setup peer-root test-release test-asan test-tsan
+
+peer-root:
+	@mkdir -p $${WEFT_PEER_CACHE:-/var/cache/weft-peer}
+	@nohup bash tests/peer/trixie_root.sh make >$${WEFT_PEER_CACHE:-/var/cache/weft-peer}/trixie-root.make.log 2>&1 &
 
 test-release: setup
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null

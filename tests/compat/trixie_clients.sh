@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Debian 13's libfabric 2.1 clients in a Debian 13 root (made by
-# tests/peer/trixie_root.sh, used read-only once .ready is in it; SKIP
-# without it, or without root): its fi_pingpong, which needs Debian 13's
+# tests/peer/trixie_root.sh make, which this script calls first; SKIP
+# where it cannot be made, or without root): its fi_pingpong, which needs Debian 13's
 # glibc, over weft's libfabric.so.1 on shm, tcp and lnx; weft's providers
 # as plugins of its libfabric 2.1 (fi_info -p weft_shm, fi_pingpong), one
 # of them against weft's own library; and its fi_info's text for weft's shm
@@ -14,8 +14,12 @@
 set -euo pipefail
 build=$(cd "${1:?build dir}" && pwd)
 root=${WEFT_PEER_CACHE:-/var/cache/weft-peer}/trixie-root
-[ -f "$root/.ready" ] || { echo "SKIP: no Debian 13 root at $root (tests/peer/trixie_root.sh make)"; exit 77; }
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: chroot needs root"; exit 77; }
+if [ -z "${WEFT_TRIXIE_INSIDE:-}" ]; then
+  # the root, made once per machine (waits for a maker already at work)
+  bash "$(dirname "$0")/../peer/trixie_root.sh" make || exit $?
+fi
+[ -f "$root/.ready" ] || { echo "FAIL: no Debian 13 root at $root after trixie_root.sh make"; exit 1; }
 [ -x "$root/usr/bin/fi_pingpong" ] || { echo "SKIP: $root has no libfabric-bin"; exit 77; }
 
 if [ -z "${WEFT_TRIXIE_INSIDE:-}" ]; then
