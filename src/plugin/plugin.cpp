@@ -79,7 +79,8 @@ void declare_params(const weft::provider& prov) {
   if (!host) return;
   using define_fn = int (*)(const fi_provider*, const char*, fi_param_type, const char*, ...);
   if (auto define = reinterpret_cast<define_fn>(dlsym(host, "fi_param_define")))
-    for (const weft::provider::param& p : prov.params()) define(&plugin, p.name, p.type, "%s", p.help);
+    for (const weft::provider::param& p : prov.params())
+      define(&plugin, p.name, p.type, "%s", weft::param_help(p).c_str());
   dlclose(host);
 }
 
