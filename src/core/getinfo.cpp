@@ -52,6 +52,30 @@ bool allowed_by_env(const provider& prov) {
   return exclude ? !listed : listed;
 }
 
+// FI_PROVIDER's names, checked at each fi_getinfo (said once per value): a
+// name no provider has is reported with those there are. Not in a plugin:
+// its host reads the variable and names its own providers too.
+void check_provider_env() {
+  const char* env = param_raw(nullptr, "provider");
+  if (!env || !*env || *name_prefix()) return;
+  const bool exclude = env[0] == '^';
+  std::string unknown;
+  size_t known = 0;
+  for (const std::string& name : split(exclude ? env + 1 : env, ',')) {
+    if (find_provider(name.c_str()))
+      ++known;
+    else
+      unknown += (unknown.empty() ? "'" : ", '") + name + "'";
+  }
+  if (unknown.empty()) return;
+  param_report(
+      nullptr, "provider", env,
+      "no provider is named " + unknown +
+          (strchr(env, ';') ? " (weft's are not layered: name one alone, e.g. tcp for tcp;ofi_rxm)" : ""),
+      provider_names() + ", comma separated; ^ first excludes them",
+      exclude || known ? "the name is ignored" : "fi_getinfo offers no provider");
+}
+
 // hints->fabric_attr->prov_name may name a layered stack ("tcp;ofi_rxm"):
 // weft's providers are not layered, so the whole name must match.
 bool allowed_by_hints(const fi_info* hints, const char* prov) {
@@ -103,6 +127,9 @@ constexpr verdict no_rx_caps = "hints->rx_attr->caps asks for capabilities it la
 // Not a reason to tell: the IPv6 twin of an IPv4 template (or the reverse).
 constexpr verdict other_family = "the other address family";
 constexpr verdict left_out = "it is left out by FI_PROVIDER";
+// The provider has no template at all: a setting of its own (or of a part)
+// leaves it nothing (provider::nothing_offered says which).
+constexpr verdict offers_none = "it has nothing to offer";
 constexpr verdict bad_ep_type = "hints->ep_attr->type";
 
 // An enum field from the application, read as the int it is: an out-of-range
@@ -471,8 +498,7 @@ std::string describe(const refusal& r, const char* node, const char* service) {
 // provider has the name asked for.
 [[gnu::cold]] void explain_nothing(const fi_info* hints, const char* node, const char* service,
                                    const std::vector<refusal>& refusals) {
-  std::string names;
-  for (provider* p : providers()) names += (names.empty() ? "" : ", ") + std::string(p->name());
+  const std::string names = provider_names();
   const char* asked = hints && hints->fabric_attr ? hints->fabric_attr->prov_name : nullptr;
   if (asked && !find_provider(asked)) {
     WEFT_WARN(FI_LOG_CORE, "fi_getinfo: no provider is named '%s'; weft's providers are %s%s", asked,
@@ -482,8 +508,11 @@ std::string describe(const refusal& r, const char* node, const char* service) {
   }
   const char* env = getenv("FI_PROVIDER");
   if (refusals.empty()) {
-    WEFT_WARN(FI_LOG_CORE, "fi_getinfo: FI_PROVIDER=%s leaves no provider (weft's providers are %s)",
-              env ? env : "", names.c_str());
+    if (env && *env)
+      WEFT_WARN(FI_LOG_CORE, "fi_getinfo: FI_PROVIDER=%s leaves no provider (weft's providers are %s)", env,
+                names.c_str());
+    else
+      WEFT_WARN(FI_LOG_CORE, "fi_getinfo: no provider was asked (weft's providers are %s)", names.c_str());
     return;
   }
   for (size_t i = 0; i < refusals.size(); ++i) {
@@ -502,6 +531,10 @@ std::string describe(const refusal& r, const char* node, const char* service) {
     for (const std::string& w : why) all += (all.empty() ? "" : "; ") + w;
     if (refusals[i].why == left_out)
       all = std::string("it is left out by FI_PROVIDER=") + (env ? env : "");
+    if (refusals[i].why == offers_none) {
+      const std::string why = prov->nothing_offered();
+      all = why.empty() ? offers_none : why;
+    }
     WEFT_WARN(FI_LOG_CORE, "fi_getinfo: provider %s gave nothing: %s", prov->name(), all.c_str());
   }
 }
@@ -541,6 +574,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   if (!only(flags, FI_NUMERICHOST | FI_SOURCE | FI_PROV_ATTR_ONLY)) return -FI_EBADFLAGS;
   if ((flags & FI_SOURCE) && !node && !service) return -FI_EINVAL;
   params_init();
+  check_provider_env();
+  log_check_settings();
   announce();
 
   fi_info* head = nullptr;
@@ -558,6 +593,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       continue;
     }
     auto templates = prov->templates();
+    if (templates->empty() && explain) refusals.push_back({prov, offers_none});
     for (const info_ptr& tp : *templates) {
       const fi_info* t = tp.get();
       if (verdict v = matches(version, hints, t, node, flags, *prov)) {

@@ -5,6 +5,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cctype>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -13,23 +15,24 @@
 #include <string>
 
 #include "common/export.hpp"
+#include "core/params.hpp"
 #include "core/provider.hpp"
 
 namespace weft {
 namespace {
 
+// Read once, at the first question; a value the table (params.cpp) does not
+// take is said on stderr (param_report) and the default used.
 struct log_config {
   int level = -1;  // -1: logging off (libfabric's default prints nothing)
   uint32_t subsys_mask = ~0u;
   std::string prov;  // empty: all providers
   bool prov_exclude = false;
+  // FI_LOG_PROV names no provider (log_check_settings): every one is logged.
+  mutable std::atomic<bool> prov_unknown{false};
 
   log_config() {
-    if (const char* s = std::getenv("FI_LOG_LEVEL")) {
-      static const char* names[] = {"warn", "trace", "info", "debug"};
-      for (int i = 0; i < 4; ++i)
-        if (!strcasecmp(s, names[i])) level = i;
-    }
+    if (int i = param_choice(nullptr, "log_level", "logging stays off"); i >= 0) level = i;
     if (const char* s = std::getenv("FI_LOG_PROV")) {
       if (*s == '^') {
         prov_exclude = true;
@@ -37,13 +40,28 @@ struct log_config {
       }
       prov = s;
     }
-    if (const char* s = std::getenv("FI_LOG_SUBSYS")) {
-      static const char* names[] = {"core", "fabric", "domain", "ep_ctrl", "ep_data",
-                                    "av",   "cq",     "eq",     "mr",      "cntr"};
-      subsys_mask = 0;
-      for (int i = 0; i < FI_LOG_SUBSYS_MAX; ++i)
-        if (strcasestr(s, names[i])) subsys_mask |= 1u << i;
+    if (const char* s = std::getenv("FI_LOG_SUBSYS"); s && *s) read_subsys(s);
+  }
+
+  // Names separated by anything else than letters and '_' ("core,cq").
+  void read_subsys(const char* s) {
+    const param_spec* p = param_find(nullptr, "log_subsys");
+    uint32_t mask = 0;
+    std::string unknown;
+    for (const char* c = s; *c;) {
+      const char* e = c;
+      while (*e && (isalpha(static_cast<unsigned char>(*e)) || *e == '_')) ++e;
+      if (e > c) {
+        const int i = p ? param_choice_index(*p, std::string_view(c, static_cast<size_t>(e - c))) : -1;
+        if (i >= 0) mask |= 1u << i;
+        if (i < 0) unknown += (unknown.empty() ? "'" : ", '") + std::string(c, e) + "'";
+      }
+      c = *e ? e + 1 : e;
     }
+    if (mask) subsys_mask = mask;
+    if (!unknown.empty() && p)
+      param_report(nullptr, "log_subsys", s, "no subsystem is named " + unknown, param_accepted(*p),
+                   mask ? "the others are logged" : "every subsystem is logged (the default)");
   }
 };
 
@@ -62,7 +80,7 @@ bool log_enabled(fi_log_level level, fi_log_subsys subsys, const char* prov) noe
   const log_config& c = config();
   if (c.level < 0 || static_cast<int>(level) > c.level) return false;
   if (static_cast<unsigned>(subsys) < FI_LOG_SUBSYS_MAX && !(c.subsys_mask & (1u << subsys))) return false;
-  if (!c.prov.empty() && prov) {
+  if (!c.prov.empty() && prov && !c.prov_unknown.load(std::memory_order_relaxed)) {
     // A provider by the name applications know it by ("weft_shm" in a plugin).
     bool match = strcmp(prov, "core") ? names_provider(c.prov.c_str(), prov) : c.prov == prov;
     if (match == c.prov_exclude) return false;
@@ -85,6 +103,18 @@ void log_write(fi_log_level level, fi_log_subsys subsys, const char* prov, const
   std::lock_guard lock(m);
   fprintf(stderr, "libfabric:%d:%ld.%06ld::%s:%s:%s():%d<%s> %s\n", getpid(), static_cast<long>(tv.tv_sec),
           static_cast<long>(tv.tv_usec), prov ? prov : "core", sub, func ? func : "", line, lvl, msg);
+}
+
+void log_check_settings() noexcept {
+  const log_config& c = config();
+  // In a plugin, FI_LOG_PROV may name one of the host's providers.
+  if (c.prov.empty() || *name_prefix() || c.prov == "core" || find_provider(c.prov.c_str())) return;
+  try {
+    param_report(nullptr, "log_prov", std::getenv("FI_LOG_PROV"), "no provider is named '" + c.prov + "'",
+                 "core, " + provider_names() + "; ^ first excludes it",
+                 "every provider is logged (the default)");
+  } catch (...) {}
+  c.prov_unknown.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace weft

@@ -6,6 +6,9 @@
 namespace weft {
 
 bool log_enabled(fi_log_level level, fi_log_subsys subsys, const char* prov) noexcept;
+// FI_LOG_PROV checked against the providers (from fi_getinfo, once they
+// are all registered): one no provider has is said, and every one logged.
+void log_check_settings() noexcept;
 [[gnu::format(printf, 6, 7)]] void log_write(fi_log_level level, fi_log_subsys subsys, const char* prov,
                                              const char* func, int line, const char* fmt, ...) noexcept;
 

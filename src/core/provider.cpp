@@ -1,10 +1,11 @@
 // The provider registry and the template cache.
 #include "core/provider.hpp"
 
+#include <strings.h>
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
+#include <string_view>
 #include <utility>
 
 #include "core/params.hpp"
@@ -70,6 +71,28 @@ bool offered(const provider* p) noexcept {
   return !only || only == p;
 }
 
+std::string providers_linking(const char* own) {
+  std::string out;
+  for (const provider* p : providers()) {
+    if (!p->links() || !offered(p)) continue;
+    std::string_view parts = p->links();
+    bool part = false;
+    for (size_t at = 0; at <= parts.size();) {
+      const size_t plus = std::min(parts.find('+', at), parts.size());
+      part |= parts.substr(at, plus - at) == own;
+      at = plus + 1;
+    }
+    if (part) out += (out.empty() ? "" : ", ") + std::string(prefix) + p->name();
+  }
+  return out;
+}
+
+std::string provider_names() {
+  std::string out;
+  for (const provider* p : providers()) out += (out.empty() ? "" : ", ") + std::string(p->name());
+  return out;
+}
+
 provider* provider_named(const char* own) noexcept {
   for (provider* p : providers())
     if (own && !strcmp(p->name(), own)) return p;
@@ -89,10 +112,16 @@ std::string provider::template_inputs() const {
   return values;
 }
 
+std::string provider::nothing_offered() const {
+  std::lock_guard lock(mutex_);
+  return cache_ && cache_->empty() ? why_empty_ : std::string();
+}
+
 std::shared_ptr<const provider::info_list> provider::templates() {
   std::string values = template_inputs();
   std::lock_guard lock(mutex_);
   if (!cache_ || values != built_from_) {
+    why_empty_.clear();
     cache_ = std::make_shared<const info_list>(build_templates());
     built_from_ = std::move(values);
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/info.hpp"
+#include "core/params.hpp"
 
 namespace weft {
 
@@ -51,11 +52,8 @@ public:
 
 class provider {
 public:
-  struct param {
-    const char* name;  // lower case; the variable is FI_<PROV>_<NAME>
-    fi_param_type type;
-    const char* help;
-  };
+  // A row of the table of settings (params.hpp): FI_<PROV>_<NAME>.
+  using param = param_spec;
   using info_list = std::vector<info_ptr>;
 
   virtual ~provider() = default;
@@ -74,6 +72,9 @@ public:
   // What the templates are built from (parameter values, template_key):
   // they are rebuilt when it changes.
   std::string template_inputs() const;
+  // Why the latest templates are none, when a setting left the provider
+  // nothing to offer (offers_nothing); empty otherwise. fi_getinfo says it.
+  std::string nothing_offered() const;
 
   // Fills info->src_addr / dest_addr from node/service/flags (man
   // fi_getinfo). Returns 0, or -FI_ENODATA when they name nothing this
@@ -89,9 +90,12 @@ protected:
   // What the templates depend on besides the parameters (the network
   // interfaces, say): a change rebuilds them.
   virtual std::string template_key() const { return {}; }
+  // From build_templates: the setting that leaves the provider nothing.
+  void offers_nothing(std::string why) const { why_empty_ = std::move(why); }
 
 private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  mutable std::string why_empty_;  // guarded by mutex_ (build_templates runs under it)
   std::string built_from_;  // the parameter values the cached templates were built from
   std::shared_ptr<const info_list> cache_;
 };
@@ -115,6 +119,11 @@ void set_name_prefix(const char* prefix) noexcept;
 const char* name_prefix() noexcept;
 // Whether an application's `prov_name` names the provider whose own name is `own`.
 bool names_provider(const char* prov_name, const char* own) noexcept;
+// The offered providers made of the one whose own name is `own`, by the
+// names applications know them by ("lnx"), comma separated; empty if none.
+std::string providers_linking(const char* own);
+// Every registered provider's own name, comma separated ("lnx, shm, tcp, udp").
+std::string provider_names();
 // A plugin answers for one provider: fi_getinfo then offers that one only
 // (the others it carries may serve it as parts). nullptr: all.
 void offer_only(const provider* p) noexcept;

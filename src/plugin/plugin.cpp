@@ -102,7 +102,8 @@ void meet_host(const weft::provider& prov) {
   plugin.fi_version = host_version;
   using define_fn = int (*)(const fi_provider*, const char*, fi_param_type, const char*, ...);
   if (auto define = reinterpret_cast<define_fn>(dlsym(host, "fi_param_define")))
-    for (const weft::provider::param& p : prov.params()) define(&plugin, p.name, p.type, "%s", p.help);
+    for (const weft::provider::param& p : prov.params())
+      define(&plugin, p.name, p.type, "%s", weft::param_help(p).c_str());
   dlclose(host);
 }
 

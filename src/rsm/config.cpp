@@ -4,6 +4,7 @@
 // Everything has a default, so one host needs no configuration at all.
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -13,19 +14,44 @@
 #include <unistd.h>
 
 #include "rsm.hpp"
+#include "settings.hpp"
 
 namespace weft::rsm {
 namespace {
 
-constexpr uint16_t default_dir_port = 7389;
-
-long env_long(const char* name, long dflt, long lo, long hi) {
+// An integer setting, checked against its row (settings.hpp): the value, or
+// the row's default (`host_default` where it depends on the host) with a
+// line saying why.
+long env_long(const char* name, long host_default = 0) {
+  const setting& row = *find_setting(name);
+  const long dflt =
+      isdigit(static_cast<unsigned char>(row.dflt[0])) ? strtol(row.dflt, nullptr, 10) : host_default;
   const char* v = getenv(name);
   if (!v || !*v) return dflt;
   char* end = nullptr;
+  errno = 0;
   long x = strtol(v, &end, 0);
-  if (*end || x < lo || x > hi) return dflt;
+  if (end == v || *end || errno == ERANGE || x < row.min || x > row.max) {
+    report_setting(name, v, end == v || *end ? "not an integer" : "out of range");
+    return dflt;
+  }
   return x;
+}
+
+// A setting with choices: the index of its value among them, or -1 when unset
+// or not one of them (said: the default is used).
+int env_choice(const char* name) {
+  const setting& row = *find_setting(name);
+  const char* v = getenv(name);
+  if (!v || !*v) return -1;
+  std::string choices = row.accepts;  // "a, b"
+  for (char& ch : choices)
+    if (ch == ',') ch = ' ';
+  const std::vector<std::string> each = split_words(choices);
+  for (size_t i = 0; i < each.size(); ++i)
+    if (each[i] == v) return static_cast<int>(i);
+  report_setting(name, v, "not a known value");
+  return -1;
 }
 
 bool resolve_ipv4(const std::string& host, uint32_t* out) {
@@ -112,8 +138,8 @@ bool local_ipv4(uint32_t a) {
 
 config load() {
   config c;
-  uint16_t port = static_cast<uint16_t>(env_long("WEFT_RSM_PORT", default_dir_port, 1, 65535));
-  std::string text;
+  uint16_t port = static_cast<uint16_t>(env_long("WEFT_RSM_PORT"));
+  std::string text, source = "WEFT_RSM_NODES";
   if (const char* v = getenv("WEFT_RSM_NODES"); v && *v) {
     text = v;
     c.table_given = true;
@@ -121,14 +147,18 @@ config load() {
     const char* path = getenv("WEFT_RSM_CONFIG");
     bool named = path && *path;
     if (!named) path = "/etc/weft/rsm.conf";
+    source = std::string("WEFT_RSM_CONFIG=") + path;
     if (read_file(path, &text)) {
       c.table_given = true;
     } else if (named) {
       c.error = RSMERR_BAD_CONF;
-      c.error_text = std::string("cannot read WEFT_RSM_CONFIG=") + path;
+      c.error_text = std::string("WEFT_RSM_CONFIG=") + path + ": cannot read it";
     }
   }
-  if (c.table_given && !parse_table(text, port, &c.nodes, &c.error_text)) c.error = RSMERR_BAD_CONF;
+  if (c.table_given && !parse_table(text, port, &c.nodes, &c.error_text)) {
+    c.error = RSMERR_BAD_CONF;
+    c.error_text = source + ": " + c.error_text;
+  }
   if (c.nodes.empty()) {
     // One host, no configuration: this host is node 1, reachable on loopback.
     node_entry e;
@@ -141,9 +171,10 @@ config load() {
   if (const char* v = getenv("WEFT_RSM_NODE_ID"); v && *v) {
     char* end = nullptr;
     unsigned long id = strtoul(v, &end, 0);
-    if (*end || id == 0 || id > UINT32_MAX) {
+    if (*end || end == v || id == 0 || id > UINT32_MAX) {
       c.error = RSMERR_BAD_CONF;
-      c.error_text = "WEFT_RSM_NODE_ID is not a node id";
+      c.error_text = std::string("WEFT_RSM_NODE_ID=") + v +
+                     ": not a node id (accepted: " + accepted(*find_setting("WEFT_RSM_NODE_ID")) + ")";
     } else {
       c.local_node = static_cast<rsm_node_id_t>(id);
     }
@@ -164,32 +195,27 @@ config load() {
     std::string base = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
     c.run_dir = base + "/weft-rsm-" + std::to_string(getuid());
   }
-  c.timeout_ms = static_cast<int>(env_long("WEFT_RSM_TIMEOUT_MS", 10000, 10, 3600000));
-  c.connect_timeout_ms = static_cast<int>(env_long("WEFT_RSM_CONNECT_TIMEOUT_MS", 5000, 10, 3600000));
-  c.liveness_ms = static_cast<int>(env_long("WEFT_RSM_LIVENESS_MS", 5000, 100, 3600000));
-  c.ack_timeout_ms = static_cast<int>(env_long("WEFT_RSM_ACK_TIMEOUT_MS", 2000, 10, 3600000));
-  c.spin_us = static_cast<int>(env_long("WEFT_RSM_SPIN_US", 100, 0, 1000000));
-  if (const char* v = getenv("WEFT_RSM_COMPLETION"); v && !strcmp(v, "transmit"))
+  c.timeout_ms = static_cast<int>(env_long("WEFT_RSM_TIMEOUT_MS"));
+  c.connect_timeout_ms = static_cast<int>(env_long("WEFT_RSM_CONNECT_TIMEOUT_MS"));
+  c.liveness_ms = static_cast<int>(env_long("WEFT_RSM_LIVENESS_MS"));
+  c.ack_timeout_ms = static_cast<int>(env_long("WEFT_RSM_ACK_TIMEOUT_MS"));
+  c.spin_us = static_cast<int>(env_long("WEFT_RSM_SPIN_US"));
+  if (env_choice("WEFT_RSM_COMPLETION") == 1)
     c.put_completion = FI_TRANSMIT_COMPLETE;  // faster where the target must progress; see docs/rsm.md
-  c.big_endian = __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__;
-  if (const char* v = getenv("WEFT_RSM_BYTE_ORDER"); v && *v) {
-    // Announce another byte order than the CPU's: how the tests exercise the
-    // swapping a mixed-endian pair of nodes needs.
-    if (!strcmp(v, "big")) c.big_endian = true;
-    if (!strcmp(v, "little")) c.big_endian = false;
-  }
+  // Announce another byte order than the CPU's: how the tests exercise the
+  // swapping a mixed-endian pair of nodes needs.
+  const int order = env_choice("WEFT_RSM_BYTE_ORDER");
+  c.big_endian = order < 0 ? __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__ : order == 0;
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   size_t phys = pages > 0 && psz > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(psz) : (1ull << 34);
-  c.max_segment_size =
-      static_cast<size_t>(env_long("WEFT_RSM_MAX_SEGMENT_SIZE", static_cast<long>(phys), 1, LONG_MAX));
-  c.tot_export_size =
-      static_cast<size_t>(env_long("WEFT_RSM_TOTAL_EXPORT_SIZE", static_cast<long>(phys), 1, LONG_MAX));
+  c.max_segment_size = static_cast<size_t>(env_long("WEFT_RSM_MAX_SEGMENT_SIZE", static_cast<long>(phys)));
+  c.tot_export_size = static_cast<size_t>(env_long("WEFT_RSM_TOTAL_EXPORT_SIZE", static_cast<long>(phys)));
   c.tot_map_size = phys;
-  c.max_export_segments =
-      static_cast<unsigned long>(env_long("WEFT_RSM_MAX_EXPORT_SEGMENTS", 1024, 1, 1 << 20));
-  c.max_import_segments =
-      static_cast<unsigned long>(env_long("WEFT_RSM_MAX_IMPORT_SEGMENTS", 1024, 1, 1 << 20));
-  if (c.error) RSM_LOG("configuration: %s", c.error_text.c_str());
+  c.max_export_segments = static_cast<unsigned long>(env_long("WEFT_RSM_MAX_EXPORT_SEGMENTS"));
+  c.max_import_segments = static_cast<unsigned long>(env_long("WEFT_RSM_MAX_IMPORT_SEGMENTS"));
+  // A bad node table or node id fails rsm_get_controller (RSMERR_BAD_CONF):
+  // said here, whatever WEFT_RSM_LOG says.
+  if (c.error) log("%s; rsm_get_controller fails with RSMERR_BAD_CONF", c.error_text.c_str());
   return c;
 }
 
@@ -224,6 +250,9 @@ RSM_API int rsm_get_segmentid_range(const char* appid, rsm_memseg_id_t* baseid, 
     bool found = env && *env ? read_file(env, &text)
                              : read_file("/etc/weft/rsm.segmentid", &text) ||
                                    read_file("/etc/rsm/rsm.segmentid", &text);
+    if (!found && env && *env)
+      report_setting("WEFT_RSM_SEGMENTID_FILE", env, "cannot read it",
+                     "rsm_get_segmentid_range fails with RSMERR_BAD_CONF");
     if (!found) return RSMERR_BAD_CONF;
     size_t at = 0;
     while (at < text.size()) {

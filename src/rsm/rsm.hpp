@@ -37,6 +37,11 @@ void log(const char* fmt, ...) noexcept;  // WEFT_RSM_LOG=1: one line on stderr
     if (::weft::rsm::log_on) ::weft::rsm::log(__VA_ARGS__); \
   } while (0)
 extern bool log_on;
+// Says "VAR=value: <problem> (accepted: <the row's>); <then>" once per
+// variable and value on stderr, whatever WEFT_RSM_LOG says: a setting
+// (settings.hpp) not taken as written. then: "the default, <the row's>, is
+// used" when empty.
+void report_setting(const char* var, const char* value, const char* problem, const char* then = "") noexcept;
 
 // An enum argument's value as the int a C caller passed: C allows any int
 // there, while loading an out-of-range value through the C++ enum type is

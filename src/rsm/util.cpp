@@ -10,13 +10,32 @@
 #include <unistd.h>
 
 #include "rsm.hpp"
+#include "settings.hpp"
 
 namespace weft::rsm {
 
 bool log_on = [] {
   const char* v = getenv("WEFT_RSM_LOG");
-  return v && *v && *v != '0';
+  if (!v || !*v || !strcmp(v, "0")) return false;
+  if (!strcmp(v, "1")) return true;
+  report_setting("WEFT_RSM_LOG", v, "not a boolean");
+  return false;
 }();
+
+void report_setting(const char* var, const char* value, const char* problem, const char* then) noexcept {
+  try {
+    static std::mutex m;
+    static std::vector<std::string> said;  // once per variable and value
+    const std::string key = std::string(var) + '=' + value;
+    std::lock_guard lock(m);
+    for (const std::string& k : said)
+      if (k == key) return;
+    said.push_back(key);
+    const setting* row = find_setting(var);
+    const std::string after = *then ? then : std::string("the default, ") + (row ? row->dflt : "?") + ", is used";
+    log("%s: %s (accepted: %s); %s", key.c_str(), problem, row ? accepted(*row).c_str() : "?", after.c_str());
+  } catch (...) {}
+}
 
 uint64_t now_ns() noexcept {
   timespec ts;

@@ -62,6 +62,37 @@ bool pick_interface(const config& c, std::string& dev, std::string& ip) {
   return true;
 }
 
+// UCX_NET_DEVICES checked against the interfaces pick_interface takes: a
+// name none has is said in UCX's words, and whether tcp is left without a
+// device. Returns whether tcp has one.
+bool check_devices(const config& c) {
+  std::string avail, bad;
+  size_t unknown = 0;
+  bool any = false;
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+      const std::string n = std::string("'") + i->ifa_name + "'(tcp)";
+      if (avail.find(n) == std::string::npos) avail += (avail.empty() ? "" : ", ") + n;
+      any |= device_enabled(c, i->ifa_name);
+    }
+    freeifaddrs(ifs);
+  }
+  std::string value;
+  for (const std::string& d : c.net_devices) {
+    value += (value.empty() ? "" : ",") + d;
+    if (d != "all" && avail.find("'" + d.substr(0, d.find(':')) + "'") == std::string::npos)
+      bad += (unknown++ ? ",'" : "'") + d + "'";
+  }
+  if (unknown)
+    report_once("UCX_NET_DEVICES", value,
+                std::string(unknown > 1 ? "network devices " : "network device ") + bad +
+                    (unknown > 1 ? " are" : " is") + " not available, please use one or more of: " + avail +
+                    (any ? "" : "; tcp is not used"));
+  return any;
+}
+
 fi_info* getinfo(uint8_t kind, const char* node, bool atomics) {
   fi_info* hints = fi_allocinfo();
   if (!hints) return nullptr;
@@ -196,6 +227,7 @@ UCP_EXPORT ucs_status_t ucp_init_version(unsigned api_major_version, unsigned ap
     if (ctx->user_req_size > (1u << 20)) return UCS_ERR_INVALID_PARAM;
     ctx->host_id = host_identity();
     bool amo = params->features & (UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64);
+    const bool tcp_device = !tl_enabled(ctx->cfg, "tcp") || check_devices(ctx->cfg);
     // Both allowed: one linked endpoint reaches every peer (one matcher for
     // tag receives from anyone). Else, or where the library has no linked
     // provider (Debian's libfabric 1.17), each transport on its own.
@@ -210,7 +242,25 @@ UCP_EXPORT ucs_status_t ucp_init_version(unsigned api_major_version, unsigned ap
       WUCP_LOG(L_INFO, "transport %s: libfabric provider %s, device %s", tp_name(d->kind), d->prov_name.c_str(),
                d->dev_name.c_str());
     if (ctx->tps.empty()) {
-      WUCP_LOG(L_ERROR, "ucp_init: no usable transport (UCX_TLS)");
+      // Which setting left nothing: UCX_TLS, UCX_NET_DEVICES, or else the
+      // libfabric under the face (whose own lines say why).
+      std::string tls, devs;
+      for (auto& t : ctx->cfg.tls) tls += (tls.empty() ? "" : ",") + t;
+      if (ctx->cfg.tls_negate) tls = "^" + tls;
+      for (auto& d : ctx->cfg.net_devices) devs += (devs.empty() ? "" : ",") + d;
+      const bool shm = tl_enabled(ctx->cfg, "shm"), tcp = tl_enabled(ctx->cfg, "tcp");
+      std::string why;
+      if (!shm && !tcp)
+        why = "UCX_TLS=" + tls + " selects none of shm, tcp";
+      else if (!shm && !tcp_device)
+        why = "UCX_NET_DEVICES=" + devs + " leaves tcp no network device (UCX_TLS=" + tls + ")";
+      else
+        why = std::string("libfabric's fi_getinfo gave no ") +
+              (shm && tcp ? "shm nor tcp"
+               : shm      ? "shm"
+                          : "tcp") +
+              " provider (FI_LOG_LEVEL=warn says why)";
+      WUCP_LOG(L_ERROR, "ucp_init: no usable transport: %s", why.c_str());
       return UCS_ERR_NO_DEVICE;
     }
     announce(*ctx);

@@ -90,6 +90,9 @@ config read_config(const char* prefix);
 bool tl_enabled(const config& c, const char* kind_name);
 bool device_enabled(const config& c, const char* dev);
 void apply_log_level(const std::string& s);
+// Says "VAR=value: text" once per variable and value, at WARN (UCX's default
+// level): a setting not taken as it was written.
+void report_once(const std::string& var, const std::string& value, const std::string& text);
 
 // ---------------------------------------------------------------- transports
 // TP_LNX: libfabric's linked provider (weft's "lnx": shm to peers on this

@@ -267,6 +267,48 @@ ucp_request_param_t recv_param() {
 }
 
 // ---------------------------------------------------------------- basics
+// Each UCX_* value is checked against the face's table (src/ucp/settings.hpp):
+// ucp_config_modify refuses one it does not accept, a transport name weft
+// does not have is said in UCX's words, and ucp_init then names the setting
+// that left it nothing.
+TEST(ucp, config_values_checked) {
+  ucp_config_t* cfg = nullptr;
+  ASSERT_EQ(ucp_config_read(nullptr, nullptr, &cfg), UCS_OK);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", "abc"), UCS_ERR_INVALID_PARAM);
+  EXPECT_EQ(ucp_config_modify(cfg, "UCX_WEFT_RX_SIZE", "5"), UCS_ERR_INVALID_PARAM);
+  EXPECT_EQ(ucp_config_modify(cfg, "LOG_LEVEL", "loud"), UCS_ERR_INVALID_PARAM);
+  EXPECT_EQ(ucp_config_modify(cfg, "KEEPALIVE_INTERVAL", "500ms"), UCS_OK);
+  EXPECT_EQ(ucp_config_modify(cfg, "WEFT_RX_SIZE", "16384"), UCS_OK);
+  EXPECT_EQ(ucp_config_modify(cfg, "TLS", "foo"), UCS_OK);
+  char* text = nullptr;
+  size_t tlen = 0;
+  FILE* f = open_memstream(&text, &tlen);
+  ucp_config_print(cfg, f, nullptr,
+                   static_cast<ucs_config_print_flags_t>(UCS_CONFIG_PRINT_CONFIG | UCS_CONFIG_PRINT_DOC));
+  fclose(f);
+  EXPECT_NE(strstr(text, "UCX_WEFT_RX_SIZE=16384"), nullptr) << text;
+  EXPECT_NE(strstr(text, "UCX_KEEPALIVE_INTERVAL=0.5s"), nullptr) << text;
+  EXPECT_NE(strstr(text, "# accepted: 1024 to 1048576"), nullptr) << text;
+  free(text);
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES;
+  p.features = UCP_FEATURE_TAG;
+  ucp_context_h ctx = nullptr;
+  EXPECT_EQ(ucp_init(&p, cfg, &ctx), UCS_ERR_NO_DEVICE);
+  ucp_config_release(cfg);
+  const std::string err = testing::internal::GetCapturedStderr();
+  for (const char* said :
+       {"UCX_KEEPALIVE_INTERVAL=abc: not a time (accepted: a time: <number>[s|ms|us|ns|m], or inf); the "
+        "default, 1s, "
+        "is used",
+        "UCX_WEFT_RX_SIZE=5: out of range (accepted: 1024 to 1048576); the default, 8192, is used",
+        "UCX_LOG_LEVEL=loud: not a log level",
+        "UCX_TLS=foo: transport 'foo' is not available, please use one or more of: all, cma",
+        "ucp_init: no usable transport: UCX_TLS=foo selects none of shm, tcp"})
+    EXPECT_NE(err.find(said), std::string::npos) << said << "\n" << err;
+}
+
 TEST(ucp, config_context_worker) {
   ucp_config_t* cfg = nullptr;
   ASSERT_EQ(ucp_config_read(nullptr, nullptr, &cfg), UCS_OK);

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "core/info.hpp"
-#include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/prov_template.hpp"
 #include "core/provider.hpp"
@@ -139,8 +138,11 @@ std::vector<tcp::iface> offered_interfaces() {
 }
 
 constexpr provider::param lnx_params[] = {
-    {"prov_links", FI_PARAM_STRING,
-     "The providers the linked provider joins: shm+tcp (the default and the one link set offered)"},
+    {.name = "prov_links",
+     .type = FI_PARAM_STRING,
+     .help = "The providers the linked provider joins (the one link set offered)",
+     .dflt = links,
+     .choices = links},
 };
 
 // What both parts offer, as one template per tcp interface.
@@ -251,8 +253,8 @@ public:
 protected:
   info_list build_templates() const override {
     info_list list;
-    if (const char* l = param_raw(prov_name, "prov_links"); l && strcmp(l, lnx::links)) {
-      WEFT_WARN(FI_LOG_CORE, "lnx: FI_LNX_PROV_LINKS=%s: only %s is offered", l, lnx::links);
+    if (param_choice(prov_name, "prov_links", "the linked provider offers nothing") == param_bad) {
+      offers_nothing(param_env_name(prov_name, "prov_links") + " names another link set than " + lnx::links);
       return list;
     }
     provider* shm = provider_named("shm");
@@ -260,6 +262,9 @@ protected:
     if (!shm || !tcp) return list;
     auto st = shm->templates();
     auto tt = tcp->templates();
+    for (const provider* part : {shm, tcp})
+      if (std::string why = part->nothing_offered(); !why.empty())
+        offers_nothing("its part " + std::string(part->name()) + " offers nothing: " + why);
     const fi_info* s = nullptr;
     for (const info_ptr& i : *st)
       if (i->ep_attr->type == FI_EP_RDM && i->addr_format == FI_ADDR_STR) s = i.get();

@@ -19,11 +19,10 @@ namespace weft::shm {
 
 config read_config() {
   config c;
-  c.cma = cma_usable(param_bool("shm", "disable_cma").value_or(false));
-  c.split = c.cma && param_bool("shm", "split_copy").value_or(true);
-  c.map_mr = c.cma && param_bool("shm", "map_mr").value_or(true);
-  if (auto v = param_int("shm", "inject_size"); v && *v >= 0)
-    c.inject_size = std::min<size_t>(static_cast<size_t>(*v), inject_max);
+  c.cma = cma_usable(param_bool_or_default("shm", "disable_cma"));
+  c.split = c.cma && param_bool_or_default("shm", "split_copy");
+  c.map_mr = c.cma && param_bool_or_default("shm", "map_mr");
+  c.inject_size = static_cast<size_t>(param_int_or_default("shm", "inject_size"));
   return c;
 }
 

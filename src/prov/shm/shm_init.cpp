@@ -19,13 +19,26 @@ namespace {
 constexpr size_t shm_addrlen = 64;  // FI_ADDR_STR slot size in AVs
 
 constexpr provider::param shm_params[] = {
-    {"disable_cma", FI_PARAM_BOOL,
-     "Never use cross-memory attach; move large data through shared bounce buffers"},
-    {"split_copy", FI_PARAM_BOOL, "Copy large messages with both processes at once (default 1)"},
-    {"map_mr", FI_PARAM_BOOL,
-     "RMA into registrations backed by a shrink-sealed memfd with memcpy through a mapping of it instead of "
-     "cross-memory attach (default 1)"},
-    {"inject_size", FI_PARAM_SIZE_T, "Largest message fi_inject accepts (at most and by default 4096)"},
+    {.name = "disable_cma",
+     .type = FI_PARAM_BOOL,
+     .help = "Never use cross-memory attach; move large data through shared bounce buffers",
+     .def = 0},
+    {.name = "split_copy",
+     .type = FI_PARAM_BOOL,
+     .help = "Copy large messages with both processes at once",
+     .def = 1},
+    {.name = "map_mr",
+     .type = FI_PARAM_BOOL,
+     .help =
+         "RMA into registrations backed by a shrink-sealed memfd with memcpy through a mapping of it instead "
+         "of cross-memory attach",
+     .def = 1},
+    {.name = "inject_size",
+     .type = FI_PARAM_SIZE_T,
+     .help = "Largest message fi_inject accepts",
+     .def = inject_max,
+     .min = 0,
+     .max = inject_max},
 };
 
 // Does `node` name this host: a local interface address, the host's name,
@@ -113,9 +126,7 @@ public:
 
 protected:
   info_list build_templates() const override {
-    size_t inject = inject_max;
-    if (auto v = param_int("shm", "inject_size"); v && *v >= 0)
-      inject = std::min<size_t>(static_cast<size_t>(*v), inject_max);
+    const auto inject = static_cast<size_t>(param_int_or_default("shm", "inject_size"));
     info_list list;
     list.emplace_back(
         make_template({"shm", version(),

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstring>
 
 #include "core/params.hpp"
@@ -105,8 +106,8 @@ int default_src(const sock_addr* toward, int family, sock_addr& out) noexcept {
 }
 
 void apply_params(conn_config& cfg) {
-  cfg.user_timeout_ms = static_cast<int>(param_int("tcp", "user_timeout_ms").value_or(10000));
-  cfg.keepalive_s = static_cast<int>(param_int("tcp", "keepalive_s").value_or(10));
+  cfg.user_timeout_ms = static_cast<int>(param_int_or_default("tcp", "user_timeout_ms"));
+  cfg.keepalive_s = static_cast<int>(param_int_or_default("tcp", "keepalive_s"));
 }
 
 namespace {
@@ -145,14 +146,50 @@ void set_addr(fi_info* info, bool source, const sock_addr& a) {
 }
 
 constexpr provider::param tcp_params[] = {
-    {"iface", FI_PARAM_STRING,
-     "The one interface fi_getinfo offers and whose address an endpoint takes when no address is given "
-     "(default: every interface that is up, loopback last)"},
-    {"user_timeout_ms", FI_PARAM_INT,
-     "Data a peer has not acknowledged for this long fails its connection and its operations (default 10000; "
-     "0: the kernel's)"},
-    {"keepalive_s", FI_PARAM_INT, "Idle seconds before a connection's peer is probed (default 10; 0: off)"},
+    {.name = "iface",
+     .type = FI_PARAM_STRING,
+     .help =
+         "The one interface fi_getinfo offers and whose address an endpoint takes when no address is given",
+     .dflt = "every interface that is up, loopback last",
+     .accepts = "an interface that is up with an address"},
+    {.name = "user_timeout_ms",
+     .type = FI_PARAM_INT,
+     .help = "Data a peer has not acknowledged for this long fails its connection and its operations (0: the "
+             "kernel's)",
+     .def = 10000,
+     .min = 0,
+     .max = INT_MAX},
+    {.name = "keepalive_s",
+     .type = FI_PARAM_INT,
+     .help = "Idle seconds before a connection's peer is probed (0: off)",
+     .def = 10,
+     .min = 0,
+     .max = 32767},  // the kernel's largest TCP_KEEPIDLE
 };
+
+// FI_TCP_IFACE naming no interface that is up with an address leaves tcp
+// nothing to offer, and the providers made of it: said once, with the
+// interfaces there are.
+[[gnu::cold]] std::string iface_unusable(const char* only) {
+  std::string up;
+  ifaddrs* ifs = nullptr;
+  if (getifaddrs(&ifs) == 0) {
+    for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+      if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) ||
+          !(i->ifa_flags & IFF_UP))
+        continue;
+      const std::string n = std::string("'") + i->ifa_name + "'";
+      if (up.find(n) == std::string::npos) up += (up.empty() ? "" : ", ") + n;
+    }
+    freeifaddrs(ifs);
+  }
+  const std::string linking = providers_linking("tcp");
+  param_report("tcp", "iface", only, std::string("no interface '") + only + "' is up with an address",
+               up.empty() ? "none is up" : up,
+               std::string("provider ") + name_prefix() + "tcp offers nothing" +
+                   (linking.empty() ? "" : ", nor " + linking + ", made of it"));
+  return param_env_name("tcp", "iface") + '=' + only + " names no interface that is up with an address";
+}
 
 class tcp_provider final : public provider {
 public:
@@ -229,6 +266,8 @@ protected:
       for (fi_ep_type type : {FI_EP_RDM, FI_EP_MSG})
         for (const iface& f : ifs) list.emplace_back(tcp_template(type, fmt, version(), f));
     }
+    if (const char* only = param_raw("tcp", "iface"); list.empty() && only && *only)
+      offers_nothing(iface_unusable(only));
     return list;
   }
 };

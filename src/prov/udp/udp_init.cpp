@@ -7,7 +7,6 @@
 
 #include <cstring>
 
-#include "core/log.hpp"
 #include "core/params.hpp"
 #include "core/prov_template.hpp"
 #include "core/provider.hpp"
@@ -17,13 +16,7 @@ namespace weft::udp {
 
 config read_config() noexcept {
   config c;
-  if (auto v = param_int("udp", "mtu"); v) {
-    if (*v >= static_cast<long long>(min_mtu) && *v <= static_cast<long long>(max_mtu))
-      c.mtu = static_cast<size_t>(*v);
-    else
-      WEFT_WARN(FI_LOG_CORE, "udp: FI_UDP_MTU=%lld is outside [%zu, %zu]: %zu is used", *v, min_mtu, max_mtu,
-                default_mtu);
-  }
+  c.mtu = static_cast<size_t>(param_int_or_default("udp", "mtu"));
   c.max_msg = max_msg_for(c.mtu);
   return c;
 }
@@ -88,8 +81,16 @@ bool iface_addr(const char* name, sockaddr_in& out) noexcept {
 sockaddr_in default_addr(const sockaddr_in* to) noexcept {
   sockaddr_in a{};
   const char* iface = param_raw("udp", "iface");
-  if (!(to && route_source(*to, a)) && !(iface && *iface && iface_addr(iface, a)))
+  if (!(to && route_source(*to, a)) && !(iface && *iface && iface_addr(iface, a))) {
+    if (iface && *iface) {
+      try {
+        param_report("udp", "iface", iface, std::string("no interface '") + iface + "' has an IPv4 address",
+                     "endpoints take loopback's address (the default)");
+      } catch (...) {
+      }
+    }
     a = ipv4(INADDR_LOOPBACK);  // reachable on this host only: no traffic leaves it unasked
+  }
   sockaddr_in out;
   addr_from(&a, sizeof a, out);
   out.sin_port = 0;
@@ -110,12 +111,18 @@ void set_addr(fi_info* info, bool source, const sockaddr_in& a) {
 }
 
 constexpr provider::param udp_params[] = {
-    {"iface", FI_PARAM_STRING,
-     "Interface whose address an endpoint takes when no address is given and no peer is named "
-     "(default: loopback)"},
-    {"mtu", FI_PARAM_SIZE_T,
-     "MTU of the paths datagrams take: max_msg_size is this less 52 bytes (IPv4, UDP and weft headers); "
-     "576 to 65535, default 1500"},
+    {.name = "iface",
+     .type = FI_PARAM_STRING,
+     .help = "Interface whose address an endpoint takes when no address is given and no peer is named",
+     .dflt = "loopback",
+     .accepts = "an interface with an IPv4 address"},
+    {.name = "mtu",
+     .type = FI_PARAM_SIZE_T,
+     .help =
+         "MTU of the paths datagrams take: max_msg_size is this less 52 bytes (IPv4, UDP and weft headers)",
+     .def = default_mtu,
+     .min = min_mtu,
+     .max = max_mtu},
 };
 
 class udp_provider final : public provider {
