@@ -148,14 +148,17 @@ run_one() {
   (
     cd "$obj/$d" || exit 127
     if [ -n "$ldp" ]; then export LD_LIBRARY_PATH=$ldp; else unset LD_LIBRARY_PATH; fi
+    export MPIEXEC_TIMEOUT=$limit
     for o in "${envs[@]}"; do export "${o?}"; done
     exec setsid "${cmd[@]}" "./$name" "${args[@]}"
   ) >"$out" 2>&1 </dev/null &
   local pid=$! t=0 rc
+  # The launcher ends the job at the limit (MPIEXEC_TIMEOUT, as runtests
+  # sets it; init/timeout expects that); this is the backstop.
   while kill -0 $pid 2>/dev/null; do
     sleep 0.1
     t=$((t + 1))
-    if [ $t -ge $((limit * 10)) ]; then
+    if [ $t -ge $((limit * 10 + 150)) ]; then
       kill -TERM -- -$pid 2>/dev/null
       sleep 1
       kill -KILL -- -$pid 2>/dev/null
@@ -182,6 +185,11 @@ judge() {
     ! grep -Evq '^\s*(No [Ee]rrors|Test Passed)\s*$' "$out"
     ;;
   esac
+}
+
+# timed_out rc out: the launcher (MPIEXEC_TIMEOUT) or the backstop ended it.
+timed_out() {
+  [ "$1" = 124 ] || grep -Eq 'APPLICATION TIMED OUT|time limit for job execution has been reached' "$2"
 }
 
 both_list=$here/mpich_both_fail.list
@@ -225,8 +233,8 @@ while read -r d name np opts; do
   t2=$(date +%s.%N)
   judge "$rc_w" "$logs/$tag.weft" "$rt" && w=pass || w=FAIL
   judge "$rc_u" "$logs/$tag.ucx" "$rt" && u=pass || u=FAIL
-  [ "$rc_w" = 124 ] && w=TIMEOUT
-  [ "$rc_u" = 124 ] && u=TIMEOUT
+  [ $w != pass ] && timed_out "$rc_w" "$logs/$tag.weft" && w=TIMEOUT
+  [ $u != pass ] && timed_out "$rc_u" "$logs/$tag.ucx" && u=TIMEOUT
   [ $w = pass ] && weft_pass=$((weft_pass + 1))
   [ $u = pass ] && ucx_pass=$((ucx_pass + 1))
   verdict=""
