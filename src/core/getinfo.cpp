@@ -102,9 +102,11 @@ uint64_t app_mr_bits(uint32_t version, const fi_info* hints, bool* any) {
   return static_cast<uint64_t>(mode) & ~static_cast<uint64_t>(FI_MR_BASIC | FI_MR_SCALABLE);
 }
 
+// A hint's bits that fi_endpoint(3) does not list for the attribute ask
+// nothing of it (an application may copy its caps there whole).
 verdict tx_ok(const fi_tx_attr* h, const fi_tx_attr* p) {
   if (!h) return nullptr;
-  if (!subset(h->caps, p->caps)) return no_tx_caps;
+  if (!subset(h->caps & tx_cap_mask, p->caps)) return no_tx_caps;
   if (!subset(h->msg_order, p->msg_order)) return "hints->tx_attr->msg_order asks for more ordering";
   if (!subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->tx_attr->comp_order";
   if (h->inject_size > p->inject_size) return "hints->tx_attr->inject_size is larger than it offers";
@@ -116,7 +118,7 @@ verdict tx_ok(const fi_tx_attr* h, const fi_tx_attr* p) {
 
 verdict rx_ok(const fi_rx_attr* h, const fi_rx_attr* p) {
   if (!h) return nullptr;
-  if (!subset(h->caps, p->caps)) return no_rx_caps;
+  if (!subset(h->caps & rx_cap_mask, p->caps)) return no_rx_caps;
   if (!subset(h->msg_order, p->msg_order)) return "hints->rx_attr->msg_order asks for more ordering";
   if (!subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->rx_attr->comp_order";
   if (h->size > p->size) return "hints->rx_attr->size is larger than it offers";
@@ -205,7 +207,8 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       info->rx_attr->caps = grant(hints->caps, info->rx_attr->caps) & rx_cap_mask;
     }
     if (hints->tx_attr) {
-      if (hints->tx_attr->caps) info->tx_attr->caps = grant(hints->tx_attr->caps, info->tx_attr->caps);
+      if (hints->tx_attr->caps)
+        info->tx_attr->caps = grant(hints->tx_attr->caps & tx_cap_mask, info->tx_attr->caps);
       if (hints->tx_attr->op_flags) info->tx_attr->op_flags = hints->tx_attr->op_flags;
       if (hints->tx_attr->msg_order) info->tx_attr->msg_order = hints->tx_attr->msg_order;
       if (hints->tx_attr->size) info->tx_attr->size = hints->tx_attr->size;
@@ -213,7 +216,8 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       if (hints->tx_attr->inject_size) info->tx_attr->inject_size = hints->tx_attr->inject_size;
     }
     if (hints->rx_attr) {
-      if (hints->rx_attr->caps) info->rx_attr->caps = grant(hints->rx_attr->caps, info->rx_attr->caps);
+      if (hints->rx_attr->caps)
+        info->rx_attr->caps = grant(hints->rx_attr->caps & rx_cap_mask, info->rx_attr->caps);
       if (hints->rx_attr->op_flags) info->rx_attr->op_flags = hints->rx_attr->op_flags;
       if (hints->rx_attr->msg_order) info->rx_attr->msg_order = hints->rx_attr->msg_order;
       if (hints->rx_attr->size) info->rx_attr->size = hints->rx_attr->size;
@@ -374,8 +378,10 @@ std::string describe(const refusal& r, const char* node, const char* service) {
   }
   std::string s = r.why;
   if (r.why == no_caps) s += " (" + missing_caps(r.hints->caps, r.t->caps) + ")";
-  if (r.why == no_tx_caps) s += " (" + missing_caps(r.hints->tx_attr->caps, r.t->tx_attr->caps) + ")";
-  if (r.why == no_rx_caps) s += " (" + missing_caps(r.hints->rx_attr->caps, r.t->rx_attr->caps) + ")";
+  if (r.why == no_tx_caps)
+    s += " (" + missing_caps(r.hints->tx_attr->caps & tx_cap_mask, r.t->tx_attr->caps) + ")";
+  if (r.why == no_rx_caps)
+    s += " (" + missing_caps(r.hints->rx_attr->caps & rx_cap_mask, r.t->rx_attr->caps) + ")";
   if (r.why == bad_ep_type) {
     char want[64], have[64];
     tostr_r(want, sizeof want, &r.hints->ep_attr->type, FI_TYPE_EP_TYPE);

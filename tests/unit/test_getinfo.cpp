@@ -272,6 +272,58 @@ TEST(Getinfo, EndpointTypeAndCaps) {
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, coll.h, &info), -FI_ENODATA);
 }
 
+// fi_endpoint(3) lists which capabilities apply to the transmit and to the
+// receive attributes: tx_attr->caps and rx_attr->caps hold no others, and
+// nothing the entry's caps lack, for every provider, with or without hints
+// (fabtests' fi_getinfo_test checks the same). FI_MULTICAST is transmit-only.
+TEST(Getinfo, AttrCapsAreTheManPagesOnes) {
+  constexpr uint64_t man_tx = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND |
+                              FI_HMEM | FI_TRIGGER | FI_FENCE | FI_MULTICAST | FI_RMA_PMEM | FI_NAMED_RX_CTX |
+                              FI_COLLECTIVE;
+  constexpr uint64_t man_rx = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                              FI_RECV | FI_HMEM | FI_TRIGGER | FI_RMA_PMEM | FI_DIRECTED_RECV |
+                              FI_VARIABLE_MSG | FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SOURCE_ERR |
+                              FI_COLLECTIVE;
+  const uint64_t many = FI_MSG | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE;
+  const uint64_t asks[] = {
+      0, FI_MSG, FI_TAGGED, FI_RMA, FI_ATOMIC, FI_MSG | FI_MULTICAST, FI_MSG | FI_COLLECTIVE, many};
+  size_t seen = 0;
+  for (const char* prov : weft_test::offered_providers())
+    for (uint64_t caps : asks)
+      for (fi_ep_type type : {FI_EP_UNSPEC, FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
+        hints_ptr h;
+        h->caps = caps;
+        h->ep_attr->type = type;
+        h->fabric_attr->prov_name = strdup(prov);
+        info_list l;
+        if (fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head)) continue;
+        for (fi_info* i = l.head; i; i = i->next, ++seen) {
+          SCOPED_TRACE(std::string(prov) + " type " + std::to_string(i->ep_attr->type) + " asked " +
+                       fi_tostr(&caps, FI_TYPE_CAPS));
+          EXPECT_EQ(i->tx_attr->caps & ~man_tx, 0u) << fi_tostr(&i->tx_attr->caps, FI_TYPE_CAPS);
+          EXPECT_EQ(i->rx_attr->caps & ~man_rx, 0u) << fi_tostr(&i->rx_attr->caps, FI_TYPE_CAPS);
+          EXPECT_EQ(i->tx_attr->caps & ~i->caps, 0u);
+          EXPECT_EQ(i->rx_attr->caps & ~i->caps, 0u);
+          if (caps & FI_MULTICAST) {
+            EXPECT_NE(i->caps & FI_MULTICAST, 0u);
+            EXPECT_NE(i->tx_attr->caps & FI_MULTICAST, 0u);
+          }
+        }
+      }
+  EXPECT_GT(seen, 0u);
+  // A hint's receive caps that name transmit ones (an application copying
+  // its caps into rx_attr) still find udp's multicast entry.
+  hints_ptr h;
+  h->caps = FI_MSG | FI_MULTICAST;
+  h->rx_attr->caps = FI_MSG | FI_MULTICAST | FI_RECV;
+  h->tx_attr->caps = FI_MSG | FI_MULTICAST | FI_SEND;
+  h->fabric_attr->prov_name = strdup("udp");
+  info_list l;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head), 0);
+  EXPECT_EQ(l.head->rx_attr->caps & FI_MULTICAST, 0u);
+  EXPECT_NE(l.head->tx_attr->caps & FI_MULTICAST, 0u);
+}
+
 TEST(Getinfo, AddressFormats) {
   if (offered("tcp")) {
     hints_ptr h;
