@@ -275,6 +275,10 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       }
     }
     info->mode = hints->mode & info->mode;  // only modes the app supports are required
+    // fi_getinfo(3): a passive endpoint in hints->handle is copied to the
+    // answer, whose active endpoint takes over its address (fi_endpoint(3)).
+    // Other handles are not ours to pass on.
+    if (hints->handle && hints->handle->fclass == FI_CLASS_PEP) info->handle = hints->handle;
   }
   info->domain_attr->mr_mode = static_cast<int>(mr_bits);
 

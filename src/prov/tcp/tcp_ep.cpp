@@ -154,7 +154,16 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context) {
     if (sock_addr::from(info->src_addr, info->src_addrlen, e->name)) fail(FI_EINVAL, "tcp: bad src_addr");
     e->named = true;
   }
-  if (type == FI_EP_MSG && info->handle) {
+  if (type == FI_EP_MSG && info->handle && info->handle->fclass == FI_CLASS_PEP) {
+    bool named = false;
+    sock_addr name;
+    if (take_pep(info->handle, name, named, e->reserved))
+      fail(FI_EINVAL, "tcp: the info's handle is no passive endpoint of tcp's, or one taken over already");
+    if (named) {
+      e->name = name;
+      e->named = true;
+    }
+  } else if (type == FI_EP_MSG && info->handle) {
     e->pending_accept = take_connreq(info->handle, *e->poll, e->owner);
     if (!e->pending_accept) fail(FI_EINVAL, "tcp: the info's handle is no open connection request");
   }
