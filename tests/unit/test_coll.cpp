@@ -693,6 +693,26 @@ TEST_P(coll, MemberKilledMidOperation) {
   }, coll_options());
 }
 
+// fi_endpoint(3) gives -FI_EBUSY for a scalable endpoint's open contexts
+// only: an endpoint closes before the groups it joined, and the objects it
+// was bound to close after it. (fabtests' fi_multinode_coll, after a failed
+// test, closes its endpoint with the group open: the close was -FI_EBUSY,
+// and so was every close behind it.) Each group is then freed by its own
+// fi_close.
+TEST_P(coll, EndpointClosesBeforeItsGroup) {
+  mp_run(3, [](mp_peer& p) {
+    group g;
+    join(p, {0, 1, 2}, g);
+    if (::testing::Test::HasFatalFailure()) return;
+    checker c{p, g};
+    c.allreduce<uint64_t>(FI_UINT64, FI_SUM, 7);
+    p.barrier();
+    EXPECT_EQ(fi_close(&p.ep->fid), 0);
+    p.ep = nullptr;
+    leave(g);  // the group, then its set: the AV and the rest close after
+  }, coll_options());
+}
+
 // A member that runs no progress for longer than a TCP connect takes (an
 // application blocked in an out-of-band barrier, as fabtests' multinode
 // harness is between tests, or a process of a loaded machine off its CPU)
