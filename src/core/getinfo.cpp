@@ -161,9 +161,11 @@ uint64_t app_mr_bits(uint32_t version, const fi_info* hints, bool* any) {
 }
 
 // comp_order is a 1.x field: 2.x callers leave it 0 and weft ignores it.
+// A hint's bits that fi_endpoint(3) does not list for the attribute ask
+// nothing of it (an application may copy its caps there whole).
 verdict tx_ok(uint32_t version, const fi_tx_attr* h, const fi_tx_attr* p) {
   if (!h) return nullptr;
-  if (!subset(h->caps, p->caps)) return no_tx_caps;
+  if (!subset(h->caps & tx_cap_mask, p->caps)) return no_tx_caps;
   if (!subset(h->msg_order, p->msg_order)) return "hints->tx_attr->msg_order asks for more ordering";
   if (!api_v2(version) && !subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->tx_attr->comp_order";
   if (h->inject_size > p->inject_size) return "hints->tx_attr->inject_size is larger than it offers";
@@ -175,7 +177,7 @@ verdict tx_ok(uint32_t version, const fi_tx_attr* h, const fi_tx_attr* p) {
 
 verdict rx_ok(uint32_t version, const fi_rx_attr* h, const fi_rx_attr* p) {
   if (!h) return nullptr;
-  if (!subset(h->caps, caps_at(version, p->caps))) return no_rx_caps;
+  if (!subset(h->caps & rx_mask_at(version), caps_at(version, p->caps))) return no_rx_caps;
   if (!subset(h->msg_order, p->msg_order)) return "hints->rx_attr->msg_order asks for more ordering";
   if (!api_v2(version) && !subset(h->comp_order, p->comp_order | FI_ORDER_NONE)) return "hints->rx_attr->comp_order";
   if (h->size > p->size) return "hints->rx_attr->size is larger than it offers";
@@ -307,7 +309,8 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       info->rx_attr->caps = grant(version, hints->caps, info->rx_attr->caps) & rx_mask_at(version);
     }
     if (hints->tx_attr) {
-      if (hints->tx_attr->caps) info->tx_attr->caps = grant(version, hints->tx_attr->caps, info->tx_attr->caps);
+      if (hints->tx_attr->caps)
+        info->tx_attr->caps = grant(version, hints->tx_attr->caps & tx_cap_mask, info->tx_attr->caps);
       if (hints->tx_attr->op_flags) info->tx_attr->op_flags = hints->tx_attr->op_flags;
       if (hints->tx_attr->msg_order) info->tx_attr->msg_order = hints->tx_attr->msg_order;
       if (hints->tx_attr->size) info->tx_attr->size = hints->tx_attr->size;
@@ -316,7 +319,7 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
     }
     if (hints->rx_attr) {
       if (hints->rx_attr->caps)
-        info->rx_attr->caps = grant(version, hints->rx_attr->caps, info->rx_attr->caps);
+        info->rx_attr->caps = grant(version, hints->rx_attr->caps & rx_mask_at(version), info->rx_attr->caps);
       if (hints->rx_attr->op_flags) info->rx_attr->op_flags = hints->rx_attr->op_flags;
       if (hints->rx_attr->msg_order) info->rx_attr->msg_order = hints->rx_attr->msg_order;
       if (hints->rx_attr->size) info->rx_attr->size = hints->rx_attr->size;
@@ -374,6 +377,10 @@ int adapt(fi_info* info, uint32_t version, const fi_info* hints, const char* nod
       }
     }
     info->mode = hints->mode & info->mode;  // only modes the app supports are required
+    // fi_getinfo(3): a passive endpoint in hints->handle is copied to the
+    // answer, whose active endpoint takes over its address (fi_endpoint(3)).
+    // Other handles are not ours to pass on.
+    if (hints->handle && hints->handle->fclass == FI_CLASS_PEP) info->handle = hints->handle;
   }
   info->domain_attr->mr_mode = static_cast<int>(mr_bits);
 
@@ -482,8 +489,10 @@ std::string describe(const refusal& r, const char* node, const char* service) {
   }
   std::string s = r.why;
   if (r.why == no_caps) s += " (" + missing_caps(r.hints->caps, caps_at(r.version, r.t->caps)) + ")";
-  if (r.why == no_tx_caps) s += " (" + missing_caps(r.hints->tx_attr->caps, r.t->tx_attr->caps) + ")";
-  if (r.why == no_rx_caps) s += " (" + missing_caps(r.hints->rx_attr->caps, r.t->rx_attr->caps) + ")";
+  if (r.why == no_tx_caps)
+    s += " (" + missing_caps(r.hints->tx_attr->caps & tx_cap_mask, r.t->tx_attr->caps) + ")";
+  if (r.why == no_rx_caps)
+    s += " (" + missing_caps(r.hints->rx_attr->caps & rx_mask_at(r.version), caps_at(r.version, r.t->rx_attr->caps)) + ")";
   if (r.why == bad_ep_type) {
     char want[64], have[64];
     tostr_r(want, sizeof want, &r.hints->ep_attr->type, FI_TYPE_EP_TYPE);

@@ -16,13 +16,16 @@ inline constexpr uint64_t primary_caps = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC
 inline constexpr uint64_t secondary_caps = FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SHARED_AV |
                                            FI_TRIGGER | FI_FENCE | FI_LOCAL_COMM | FI_REMOTE_COMM |
                                            FI_SOURCE_ERR | FI_RMA_PMEM;
+// The capabilities fi_endpoint(3) lists for the transmit and the receive
+// attributes (FI_XPU aside: weft has none). tx_attr->caps and rx_attr->caps
+// hold nothing else; FI_MULTICAST is a transmit capability only.
 inline constexpr uint64_t tx_cap_mask = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_READ | FI_WRITE |
                                         FI_SEND | FI_HMEM | FI_TRIGGER | FI_FENCE | FI_MULTICAST |
                                         FI_RMA_PMEM | FI_NAMED_RX_CTX | FI_COLLECTIVE;
 inline constexpr uint64_t rx_cap_mask = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
                                         FI_REMOTE_WRITE | FI_MULTI_RECV | FI_RMA_EVENT | FI_SOURCE |
-                                        FI_DIRECTED_RECV | FI_HMEM | FI_TRIGGER | FI_MULTICAST |
-                                        FI_SOURCE_ERR | FI_RMA_PMEM | FI_VARIABLE_MSG | FI_COLLECTIVE;
+                                        FI_DIRECTED_RECV | FI_HMEM | FI_TRIGGER | FI_SOURCE_ERR |
+                                        FI_RMA_PMEM | FI_VARIABLE_MSG | FI_COLLECTIVE;
 
 // mr_mode bits a weft provider can run with or without: the application's
 // hints choose (see getinfo.cpp).

@@ -511,6 +511,10 @@ void launch(coll_engine& c, coll_op& o) {
 
 int mc_close(fid* f) noexcept {
   coll_group* g = from_fid<coll_group>(f);
+  if (!g->eng) {  // its endpoint closed first and took the group down
+    delete g;
+    return 0;
+  }
   coll_engine& c = *g->eng;
   endpoint& e = c.e;
   {
@@ -534,7 +538,6 @@ int mc_close(fid* f) noexcept {
     }
   }
   eq_forget(e.eq, f);
-  e.users_.drop();
   return 0;
 }
 
@@ -825,6 +828,23 @@ void coll_close(endpoint& e) noexcept {
     e.rx->coll = false;
   }
   for (coll_group* g : c->zombies) delete g;
+  // fi_endpoint(3) lets an endpoint close before its groups (fi_close is
+  // -FI_EBUSY only for a scalable endpoint's open contexts): the groups the
+  // application has not closed outlive the engine, their operations gone,
+  // until their own fi_close frees them; one it closed whose slot stayed
+  // taken goes now.
+  {
+    engine_lock lk(*c);
+    for (auto& slot : c->groups) {
+      if (!slot) continue;
+      if (slot->closed) {
+        slot.reset();
+      } else {
+        slot->eng = nullptr;
+        (void)slot.release();
+      }
+    }
+  }
   delete c;
 }
 
@@ -937,7 +957,6 @@ int coll_join(fid_ep* f, const void* addr, uint64_t flags, fid_mc** mc, void* co
     }
     coll_group* gp = g.get();
     c.groups[cid] = std::move(g);
-    e.users_.add();
     *mc = &gp->mc;
     launch(c, *o);
     return 0;

@@ -50,7 +50,8 @@ void coll_progress(coll_engine& c) noexcept;
 // send the transport refused for now).
 bool coll_arm(coll_engine& c) noexcept;
 // fi_close of the endpoint, after its transport closed and before its
-// bindings are dropped (no group is open then: each holds the endpoint).
+// bindings are dropped. Groups still open outlive the endpoint without
+// their operations: their fi_close frees them.
 void coll_close(endpoint& e) noexcept;
 
 // fi_join with FI_COLLECTIVE (fi_join_collective): what every transport's

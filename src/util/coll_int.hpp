@@ -185,7 +185,7 @@ struct coll_sink {
 
 struct coll_group {
   fid_mc mc;  // first
-  coll_engine* eng = nullptr;
+  coll_engine* eng = nullptr;  // nullptr: its endpoint closed first; fi_close only frees it
   uint16_t cid = 0;
   uint32_t instance = 0;
   uint64_t hash = 0;  // of the members' addresses

@@ -75,7 +75,7 @@ int ep_close(fid* f) noexcept {
       // Messages that arrived here and wait in shared queues go with us.
       if (e->rx != &e->own_rx) ux_drop_owned(*e);
     }
-    coll_close(*e);  // its groups are closed (each holds the endpoint); its pollers go
+    coll_close(*e);  // the engine and its pollers go; groups still open wait for their fi_close
     unbind_all(*e);  // without the endpoint lock: see endpoint::ctl
     unbind_shared(*e);
   }

@@ -68,9 +68,16 @@ struct endpoint {
     hints->ep_attr->type = FI_EP_RDM;
     hints->caps = caps;
     hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_ALLOCATED;
-    int ret = fi_getinfo(FI_VERSION(1, 17), node, nullptr, node ? FI_SOURCE : 0, hints, &info);
+    fi_info* got = nullptr;
+    int ret = fi_getinfo(FI_VERSION(1, 17), node, nullptr, node ? FI_SOURCE : 0, hints, &got);
     fi_freeinfo(hints);
-    if (ret) return false;
+    return ret == 0 && open(got);
+  }
+
+  // Opens and enables an endpoint from `i` (kept, and freed by close()).
+  bool open(fi_info* i) {
+    info = i;
+    if (!info) return false;
     fi_av_attr aa{};
     aa.type = FI_AV_TABLE;
     fi_cq_attr ca{};

@@ -70,7 +70,7 @@ int wait_join(mp_peer& p, fid_mc* mc, int timeout_ms = 10000) {
 }
 
 // Makes the AV set of `ranks` (endpoint ranks of the job) and joins it.
-void join(mp_peer& p, const std::vector<int>& ranks, group& g) {
+void join(mp_peer& p, const std::vector<int>& ranks, group& g, int timeout_ms = 10000) {
   fi_av_set_attr attr{};
   attr.count = ranks.size();
   attr.start_addr = FI_ADDR_NOTAVAIL;
@@ -81,7 +81,7 @@ void join(mp_peer& p, const std::vector<int>& ranks, group& g) {
   fi_addr_t set_addr;
   ASSERT_EQ(fi_av_set_addr(g.set, &set_addr), 0);
   ASSERT_EQ(fi_join_collective(p.ep, set_addr, g.set, 0, &g.mc, &g), 0);
-  ASSERT_EQ(wait_join(p, g.mc), 0);
+  ASSERT_EQ(wait_join(p, g.mc, timeout_ms), 0);
   g.addr = fi_mc_addr(g.mc);
   g.ranks = ranks;
   for (size_t i = 0; i < ranks.size(); ++i)
@@ -691,6 +691,52 @@ TEST_P(coll, MemberKilledMidOperation) {
     }
     leave(g);
   }, coll_options());
+}
+
+// fi_endpoint(3) gives -FI_EBUSY for a scalable endpoint's open contexts
+// only: an endpoint closes before the groups it joined, and the objects it
+// was bound to close after it. (fabtests' fi_multinode_coll, after a failed
+// test, closes its endpoint with the group open: the close was -FI_EBUSY,
+// and so was every close behind it.) Each group is then freed by its own
+// fi_close.
+TEST_P(coll, EndpointClosesBeforeItsGroup) {
+  mp_run(3, [](mp_peer& p) {
+    group g;
+    join(p, {0, 1, 2}, g);
+    if (::testing::Test::HasFatalFailure()) return;
+    checker c{p, g};
+    c.allreduce<uint64_t>(FI_UINT64, FI_SUM, 7);
+    p.barrier();
+    EXPECT_EQ(fi_close(&p.ep->fid), 0);
+    p.ep = nullptr;
+    leave(g);  // the group, then its set: the AV and the rest close after
+  }, coll_options());
+}
+
+// A member that runs no progress for longer than a TCP connect takes (an
+// application blocked in an out-of-band barrier, as fabtests' multinode
+// harness is between tests, or a process of a loaded machine off its CPU)
+// is slow, not gone: the others' connections to it wait for its handshake,
+// and the join and an allreduce complete everywhere. (The tcp connector
+// gave up after 10 s: the join failed with FI_ETIMEDOUT at the others and
+// FI_ECONNREFUSED at the late member, which Debian's tcp passes.) The path
+// between members is tcp: modes over shm have no handshake to wait for.
+TEST_P(coll, MemberLateToItsFirstJoin) {
+  const std::string mode = GetParam().name;
+  if (mode.rfind("tcp", 0) != 0 && mode != "lnx_hosts")
+    GTEST_SKIP() << "no connection handshake on this path";
+  mp_options o = coll_options();
+  o.timeout_s = 90;
+  mp_run(3, [](mp_peer& p) {
+    if (p.rank == 2) sleep(11);  // no progress at all, past the TCP connect's bound
+    group g;
+    join(p, {0, 1, 2}, g, 40000);
+    if (::testing::Test::HasFatalFailure()) return;
+    checker c{p, g};
+    c.allreduce<uint64_t>(FI_UINT64, FI_SUM, 5);
+    p.barrier();
+    leave(g);
+  }, o);
 }
 
 // fi_getinfo with FI_COLLECTIVE answers with an RDM endpoint whose

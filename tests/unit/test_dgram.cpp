@@ -496,7 +496,6 @@ TEST_P(udp_mp, MulticastTwoReceivers) {
       iovec iov{bufs[0], 1};
       fi_msg bad{&iov, nullptr, 1, p.addr[1], nullptr, 0};
       EXPECT_EQ(fi_sendmsg(p.ep, &bad, FI_MULTICAST), -FI_EINVAL);
-      EXPECT_EQ(fi_close(&p.ep->fid), -FI_EBUSY) << "closed before its group";
     } else {
       std::vector<bool> seen(n);
       for (int i = 0; i < n; ++i) {
@@ -514,6 +513,13 @@ TEST_P(udp_mp, MulticastTwoReceivers) {
       }
     }
     p.barrier();
+    if (p.rank == 2) {
+      // An endpoint may close before its group (fi_endpoint(3) gives
+      // -FI_EBUSY for a scalable endpoint's contexts only): it leaves the
+      // group, whose fid_mc waits for its own fi_close.
+      EXPECT_EQ(fi_close(&p.ep->fid), 0);
+      p.ep = nullptr;
+    }
     EXPECT_EQ(fi_close(&mc->fid), 0);
     // The group's socket is gone: nothing more arrives from it.
     EXPECT_EQ(fi_eq_read(p.eq, &event, &entry, sizeof entry, 0), -FI_EAGAIN);

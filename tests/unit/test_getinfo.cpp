@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fixture.hpp"
+#include "plain_ep.hpp"
 
 namespace {
 
@@ -273,6 +274,58 @@ TEST(Getinfo, EndpointTypeAndCaps) {
   EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, coll.h, &info), -FI_ENODATA);
 }
 
+// fi_endpoint(3) lists which capabilities apply to the transmit and to the
+// receive attributes: tx_attr->caps and rx_attr->caps hold no others, and
+// nothing the entry's caps lack, for every provider, with or without hints
+// (fabtests' fi_getinfo_test checks the same). FI_MULTICAST is transmit-only.
+TEST(Getinfo, AttrCapsAreTheManPagesOnes) {
+  constexpr uint64_t man_tx = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_READ | FI_WRITE | FI_SEND |
+                              FI_HMEM | FI_TRIGGER | FI_FENCE | FI_MULTICAST | FI_RMA_PMEM | FI_NAMED_RX_CTX |
+                              FI_COLLECTIVE;
+  constexpr uint64_t man_rx = FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                              FI_RECV | FI_HMEM | FI_TRIGGER | FI_RMA_PMEM | FI_DIRECTED_RECV |
+                              FI_VARIABLE_MSG | FI_MULTI_RECV | FI_SOURCE | FI_RMA_EVENT | FI_SOURCE_ERR |
+                              FI_COLLECTIVE;
+  const uint64_t many = FI_MSG | FI_SEND | FI_RECV | FI_DIRECTED_RECV | FI_MULTI_RECV | FI_SOURCE;
+  const uint64_t asks[] = {
+      0, FI_MSG, FI_TAGGED, FI_RMA, FI_ATOMIC, FI_MSG | FI_MULTICAST, FI_MSG | FI_COLLECTIVE, many};
+  size_t seen = 0;
+  for (const char* prov : weft_test::offered_providers())
+    for (uint64_t caps : asks)
+      for (fi_ep_type type : {FI_EP_UNSPEC, FI_EP_RDM, FI_EP_MSG, FI_EP_DGRAM}) {
+        hints_ptr h;
+        h->caps = caps;
+        h->ep_attr->type = type;
+        h->fabric_attr->prov_name = strdup(prov);
+        info_list l;
+        if (fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head)) continue;
+        for (fi_info* i = l.head; i; i = i->next, ++seen) {
+          SCOPED_TRACE(std::string(prov) + " type " + std::to_string(i->ep_attr->type) + " asked " +
+                       fi_tostr(&caps, FI_TYPE_CAPS));
+          EXPECT_EQ(i->tx_attr->caps & ~man_tx, 0u) << fi_tostr(&i->tx_attr->caps, FI_TYPE_CAPS);
+          EXPECT_EQ(i->rx_attr->caps & ~man_rx, 0u) << fi_tostr(&i->rx_attr->caps, FI_TYPE_CAPS);
+          EXPECT_EQ(i->tx_attr->caps & ~i->caps, 0u);
+          EXPECT_EQ(i->rx_attr->caps & ~i->caps, 0u);
+          if (caps & FI_MULTICAST) {
+            EXPECT_NE(i->caps & FI_MULTICAST, 0u);
+            EXPECT_NE(i->tx_attr->caps & FI_MULTICAST, 0u);
+          }
+        }
+      }
+  EXPECT_GT(seen, 0u);
+  // A hint's receive caps that name transmit ones (an application copying
+  // its caps into rx_attr) still find udp's multicast entry.
+  hints_ptr h;
+  h->caps = FI_MSG | FI_MULTICAST;
+  h->rx_attr->caps = FI_MSG | FI_MULTICAST | FI_RECV;
+  h->tx_attr->caps = FI_MSG | FI_MULTICAST | FI_SEND;
+  h->fabric_attr->prov_name = strdup("udp");
+  info_list l;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head), 0);
+  EXPECT_EQ(l.head->rx_attr->caps & FI_MULTICAST, 0u);
+  EXPECT_NE(l.head->tx_attr->caps & FI_MULTICAST, 0u);
+}
+
 TEST(Getinfo, AddressFormats) {
   if (offered("tcp")) {
     hints_ptr h;
@@ -376,6 +429,125 @@ TEST(Getinfo, NodeServiceAndSourceShm) {
   ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "localhost", "7", 0, shm.h, &sl.head), 0);
   EXPECT_STREQ(static_cast<char*>(sl.head->dest_addr), "fi_shm://localhost:7");
   EXPECT_EQ(sl.head->dest_addrlen, strlen("fi_shm://localhost:7") + 1);
+}
+
+// The domains of a list of answers, in order.
+std::vector<std::string> domains_of(const fi_info* head) {
+  std::vector<std::string> d;
+  for (const fi_info* i = head; i; i = i->next) d.emplace_back(i->domain_attr->name);
+  return d;
+}
+
+// A source address in the hints picks the entry of the interface that
+// holds it, as FI_SOURCE with that node does: so an answer's domain and
+// src_addr agree, the provider answers as it does without the source (one
+// entry per address), and an answer given back as hints finds its entry
+// again. fabtests' clients (fi_xxx -s 127.0.0.1 <server>) resolve their -s
+// address with FI_SOURCE and pass it as hints->src_addr toward the server;
+// fi_multi_ep then asks again with that answer as hints, src_addr cleared,
+// and a node with no service. lnx refused the first (its loopback source
+// is no interface it offers: "names nothing it can reach"); tcp answered it
+// for every interface, the first (eth0) with 127.0.0.1 as source, which
+// the second then could not find (-FI_ENODATA).
+TEST(Getinfo, SourceAddressInHintsPicksItsEntry) {
+  for (const char* prov : {"tcp", "lnx"}) {
+    if (!offered(prov)) continue;
+    SCOPED_TRACE(prov);
+    hints_ptr h;
+    h->fabric_attr->prov_name = strdup(prov);
+    h->ep_attr->type = FI_EP_RDM;
+    h->caps = FI_MSG | FI_RMA;
+    info_list without;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "9411", 0, h.h, &without.head), 0);
+    info_list src;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", nullptr, FI_SOURCE, h.h, &src.head), 0);
+    EXPECT_EQ(src.count(), 1u) << "one entry per address";
+    h->addr_format = src.head->addr_format;
+    h->src_addr = malloc(src.head->src_addrlen);
+    memcpy(h->src_addr, src.head->src_addr, src.head->src_addrlen);
+    h->src_addrlen = src.head->src_addrlen;
+    info_list first;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "9411", 0, h.h, &first.head), 0);
+    EXPECT_EQ(domains_of(first.head), domains_of(without.head));
+    EXPECT_EQ(domains_of(first.head), domains_of(src.head));
+    for (fi_info* i = first.head; i; i = i->next) {
+      ASSERT_EQ(i->src_addrlen, src.head->src_addrlen);
+      EXPECT_EQ(memcmp(i->src_addr, src.head->src_addr, i->src_addrlen), 0);
+      ASSERT_NE(i->dest_addr, nullptr);
+    }
+    // fi_multi_ep's second call.
+    fi_info* again_hints = fi_dupinfo(first.head);
+    free(again_hints->src_addr);
+    again_hints->src_addr = nullptr;
+    again_hints->src_addrlen = 0;
+    info_list again;
+    EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", nullptr, 0, again_hints, &again.head), 0);
+    fi_freeinfo(again_hints);
+    if (again.head) {
+      EXPECT_STREQ(again.head->domain_attr->name, first.head->domain_attr->name);
+    }
+  }
+}
+
+// The linked provider takes a source address given as a socket address
+// too (hints->src_addr a sockaddr_in of 127.0.0.1, any port, as tcp takes
+// it): it answers as without it, with an lnx address naming it as its tcp
+// part's, and an endpoint made from the answer has its tcp part there: a
+// peer that knows only that tcp address reaches it, data intact.
+TEST(Getinfo, LnxTakesALoopbackSocketAddressAsSource) {
+  if (!offered("lnx")) GTEST_SKIP() << "no linked provider";
+  hints_ptr h;
+  h->fabric_attr->prov_name = strdup("lnx");
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_MSG | FI_TAGGED;
+  info_list without;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "9411", 0, h.h, &without.head), 0);
+  auto* sin = static_cast<sockaddr_in*>(calloc(1, sizeof(sockaddr_in)));
+  sin->sin_family = AF_INET;
+  sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  h->src_addr = sin;
+  h->src_addrlen = sizeof *sin;
+  info_list with;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "9411", 0, h.h, &with.head), 0);
+  EXPECT_EQ(domains_of(with.head), domains_of(without.head));
+  EXPECT_EQ(with.head->addr_format, uint32_t{FI_ADDR_STR});
+  const std::string src(static_cast<char*>(with.head->src_addr));
+  EXPECT_EQ(src.rfind("fi_lnx://", 0), 0u) << src;
+  EXPECT_NE(src.find(";127.0.0.1:0"), std::string::npos) << src;
+  // No node or service: the hints' socket address is the source all the same.
+  info_list plain;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &plain.head), 0);
+  EXPECT_STREQ(static_cast<char*>(plain.head->src_addr), src.c_str());
+
+  // Two endpoints: `a` from that answer, `b` a default one, which inserts
+  // only a's tcp address (as a node and service would name it).
+  plain::endpoint a, b;
+  ASSERT_TRUE(a.open(fi_dupinfo(with.head)));
+  ASSERT_TRUE(b.open(fi_dupinfo(without.head)));
+  char name[FI_NAME_MAX] = {};
+  size_t len = sizeof name;
+  ASSERT_EQ(fi_getname(&a.ep->fid, name, &len), 0);
+  std::string tcp_part(name);
+  tcp_part = tcp_part.substr(tcp_part.rfind(';') + 1);
+  tcp_part = tcp_part.substr(0, tcp_part.find('#'));
+  ASSERT_EQ(tcp_part.rfind("127.0.0.1:", 0), 0u) << name << ": its tcp part listens where the source said";
+  const std::string only_tcp = "fi_lnx://;;" + tcp_part;
+  fi_addr_t to_a = FI_ADDR_NOTAVAIL;
+  ASSERT_EQ(fi_av_insert(b.av, only_tcp.c_str(), 1, &to_a, 0, nullptr), 1);
+  char out[64], in[64] = {};
+  for (size_t i = 0; i < sizeof out; ++i) out[i] = static_cast<char>('a' + i % 26);
+  ASSERT_EQ(fi_trecv(a.ep, in, sizeof in, nullptr, FI_ADDR_UNSPEC, 7, 0, in), 0);
+  ASSERT_EQ(fi_tsend(b.ep, out, sizeof out, nullptr, to_a, 7, out), 0);
+  bool got = false, sent = false;
+  fi_cq_tagged_entry ce;
+  for (int i = 0; i < 20000000 && !(got && sent); ++i) {
+    if (fi_cq_read(a.cq, &ce, 1) == 1) got = true;
+    if (fi_cq_read(b.cq, &ce, 1) == 1) sent = true;
+  }
+  ASSERT_TRUE(got && sent);
+  EXPECT_EQ(memcmp(in, out, sizeof out), 0);
+  EXPECT_TRUE(a.close());
+  EXPECT_TRUE(b.close());
 }
 
 TEST(Getinfo, AttributeLimits) {

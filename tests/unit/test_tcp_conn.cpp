@@ -225,7 +225,9 @@ TEST(TcpConn, ConnectorTimesOutOnASilentAcceptor) {
   poller p;
   test_owner o;
   auto cfg = make_cfg();
+  // TCP connects at once: the challenge that never comes is the handshake's bound.
   cfg->connect_timeout_ms = 150;
+  cfg->handshake_timeout_ms = 150;
   conn* c = nullptr;
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(p.connect(o, cfg, bound, nullptr, 0, &c), 0);
@@ -233,6 +235,65 @@ TEST(TcpConn, ConnectorTimesOutOnASilentAcceptor) {
       {&p}, [&] { return o.closes == 1; }, 3000));
   EXPECT_EQ(o.closed[c], -FI_ETIMEDOUT);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(140));
+}
+
+// A healthy peer is slow, not gone: its process runs its progress late (a
+// loaded machine, an application busy elsewhere), or its application takes
+// its time to call fi_accept. The connector waits for the challenge as long
+// as the handshake's bound, and for the verdict as long as the acceptor
+// gives its owner (and the answer's way back), not the TCP connect's 150 ms
+// it waited in all before (fabtests' fi_msg_pingpong under load:
+// eq_readerr 110 while the server filled its buffers before fi_accept).
+TEST(TcpConn, ConnectorWaitsForASlowButHealthyAcceptor) {
+  for (bool slow_verdict : {false, true}) {
+    SCOPED_TRACE(slow_verdict ? "fi_accept late" : "progress late");
+    auto scfg = make_cfg(), ccfg = make_cfg();
+    scfg->verdict_timeout_ms = ccfg->verdict_timeout_ms = 2000;
+    ccfg->connect_timeout_ms = 150;
+    ccfg->handshake_timeout_ms = 1000;
+    endpoint srv(scfg), cli(ccfg);
+    srv.owner.auto_accept = !slow_verdict;
+    conn* c = nullptr;
+    ASSERT_EQ(cli.p.connect(cli.owner, cli.cfg, srv.addr(), nullptr, 0, &c), 0);
+    out_frame f(3000, 77);
+    ASSERT_GE(c->send(f.e), 0);  // waits in the queue for the handshake
+    const auto t0 = std::chrono::steady_clock::now();
+    auto only_client = [&](int ms) {
+      while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(ms)) cli.p.progress();
+    };
+    if (slow_verdict) {
+      ASSERT_TRUE(run_until({&cli.p, &srv.p}, [&] { return srv.owner.requests.size() == 1; }));
+      only_client(600);  // the application decides after 4 connect timeouts
+      ASSERT_EQ(cli.owner.closes, 0) << c->why();
+      ASSERT_EQ(srv.owner.requests[0]->accept(nullptr, 0), 0);
+    } else {
+      only_client(500);  // the acceptor's process runs nothing for a while
+      ASSERT_EQ(cli.owner.closes, 0) << c->why();
+    }
+    ASSERT_TRUE(run_until({&cli.p, &srv.p}, [&] { return srv.owner.frames.size() == 1; }));
+    EXPECT_EQ(cli.owner.closes, 0);
+    ASSERT_EQ(cli.owner.connected.size(), 1u);
+    EXPECT_EQ(srv.owner.frames[0].data, pattern(3000, 77));
+  }
+}
+
+// Every wait still has its bound: an acceptor that sends its challenge and
+// then never a verdict is given up on once the acceptor's own allowance for
+// its owner (and the way back) has passed.
+TEST(TcpConn, ConnectorGivesUpOnAVerdictThatNeverComes) {
+  auto scfg = make_cfg(), ccfg = make_cfg();
+  scfg->verdict_timeout_ms = 60000;  // the acceptor would wait on: the connector must not
+  ccfg->verdict_timeout_ms = 200;
+  ccfg->handshake_timeout_ms = 200;
+  endpoint srv(scfg), cli(ccfg);
+  srv.owner.auto_accept = false;
+  conn* c = nullptr;
+  ASSERT_EQ(cli.p.connect(cli.owner, cli.cfg, srv.addr(), nullptr, 0, &c), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(run_until(
+      {&cli.p, &srv.p}, [&] { return cli.owner.closes == 1; }, 3000));
+  EXPECT_EQ(cli.owner.closed[c], -FI_ETIMEDOUT);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(390));
 }
 
 TEST(TcpConn, AcceptorDropsASilentConnector) {

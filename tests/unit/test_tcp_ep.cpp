@@ -91,6 +91,18 @@ struct side {
   }
 };
 
+// `len` bytes `from` sends over its connection land in `in` at `to`: true
+// when `to`'s receive completed (both sides progress).
+bool send_and_receive(side& from, side& to, const void* out, void* in, size_t len) {
+  if (fi_recv(to.ep, in, len, nullptr, 0, nullptr) || fi_send(from.ep, out, len, nullptr, 0, nullptr)) return false;
+  fi_cq_tagged_entry ce;
+  for (int i = 0; i < 2000000; ++i) {
+    if (fi_cq_read(to.cq, &ce, 1) == 1) return true;
+    (void)fi_cq_read(from.cq, &ce, 0);
+  }
+  return false;
+}
+
 // Reads the next event from either EQ (both sides progress), within 5 s.
 // Returns the event, or -FI_EAVAIL with *err filled, or -FI_ETIMEDOUT.
 int next_event(fid_eq* eq, fid_eq* other, std::vector<unsigned char>& buf, fi_eq_err_entry* err = nullptr) {
@@ -227,15 +239,7 @@ TEST(TcpCm, ConnectAndAcceptEnableImplicitly) {
   ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
   EXPECT_EQ(fi_enable(cli.ep), 0);  // already enabled: nothing to do
   uint64_t in = 0, out = 0x1122334455667788ULL;
-  ASSERT_EQ(fi_recv(acc.ep, &in, sizeof in, nullptr, 0, nullptr), 0);
-  ASSERT_EQ(fi_send(cli.ep, &out, sizeof out, nullptr, 0, nullptr), 0);
-  fi_cq_tagged_entry ce;
-  bool got = false;
-  for (int i = 0; i < 2000000 && !got; ++i) {
-    got = fi_cq_read(acc.cq, &ce, 1) == 1;
-    (void)fi_cq_read(cli.cq, &ce, 0);
-  }
-  ASSERT_TRUE(got);
+  ASSERT_TRUE(send_and_receive(cli, acc, &out, &in, sizeof in));
   EXPECT_EQ(in, out);
 }
 
@@ -571,6 +575,85 @@ TEST(TcpCm, ConnectFromTheSourceAddress) {
   ASSERT_EQ(fi_getpeer(acc.ep, &peer, &len), 0);
   EXPECT_EQ(peer.sin_addr.s_addr, htonl(0x7f000003));
   EXPECT_EQ(name_of(&cli.ep->fid).sin_addr.s_addr, htonl(0x7f000003));
+}
+
+// fi_endpoint(3): an active endpoint whose fi_info names a passive endpoint
+// as its handle takes over that endpoint's address. fi_setname reserves it
+// (a port the kernel chooses when none is given, as bind(2) does);
+// fi_getinfo copies a passive endpoint in hints->handle to its answers
+// (fi_getinfo(3)); the endpoint's fi_getname names that address before and
+// after it connects, the connection comes from it, and it stays the
+// endpoint's after the passive endpoint closes. (fabtests' fi_msg_sockets:
+// "address changed after fi_endpoint": the endpoint had kept the info's
+// src_addr, port 0.)
+TEST(TcpCm, EndpointTakesOverThePassiveEndpointsAddress) {
+  side srv(tcp_info(FI_EP_MSG)), cli(tcp_info(FI_EP_MSG)), acc(tcp_info(FI_EP_MSG));
+  ASSERT_NE(cli.info, nullptr);
+  sockaddr_in at = listen_on(srv);
+  ASSERT_FALSE(HasFailure());
+  // A passive endpoint opened without an address, then named.
+  fi_info* pi = fi_dupinfo(cli.info);
+  free(pi->src_addr);
+  pi->src_addr = nullptr;
+  pi->src_addrlen = 0;
+  fid_pep* pep = nullptr;
+  ASSERT_EQ(fi_passive_ep(cli.fabric, pi, &pep, nullptr), 0);
+  fi_freeinfo(pi);
+  sockaddr_in want{};
+  want.sin_family = AF_INET;
+  want.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(fi_setname(&pep->fid, &want, sizeof want), 0);
+  const sockaddr_in reserved = name_of(&pep->fid);
+  EXPECT_NE(reserved.sin_port, 0) << "fi_setname without a port reserves one";
+  EXPECT_EQ(reserved.sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+  // Toward the server, the passive endpoint as the hints' handle.
+  fi_info* hints = fi_dupinfo(cli.info);
+  free(hints->src_addr);
+  hints->src_addr = nullptr;
+  hints->src_addrlen = 0;
+  hints->handle = &pep->fid;
+  const std::string port = std::to_string(ntohs(at.sin_port));
+  fi_info* ci = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", port.c_str(), 0, hints, &ci), 0);
+  hints->handle = nullptr;
+  fi_freeinfo(hints);
+  for (fi_info* i = ci; i; i = i->next) EXPECT_EQ(i->handle, &pep->fid);
+  cli.open_ep(ci, false);
+  ASSERT_FALSE(HasFailure());
+  sockaddr_in name = name_of(&cli.ep->fid);
+  EXPECT_EQ(name.sin_port, reserved.sin_port) << "fi_endpoint took the passive endpoint's address";
+  EXPECT_EQ(name.sin_addr.s_addr, reserved.sin_addr.s_addr);
+  // Taken over: not again, and the passive endpoint no longer listens or is named.
+  fid_ep* second = nullptr;
+  EXPECT_EQ(fi_endpoint(cli.domain, ci, &second, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_setname(&pep->fid, &want, sizeof want), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_listen(pep), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_close(&pep->fid), 0);
+  ASSERT_EQ(fi_enable(cli.ep), 0);
+  EXPECT_EQ(name_of(&cli.ep->fid).sin_port, reserved.sin_port);
+  ASSERT_EQ(fi_connect(cli.ep, &at, nullptr, 0), 0);
+  std::vector<unsigned char> ev;
+  ASSERT_EQ(next_event(srv.eq, cli.eq, ev), static_cast<int>(FI_CONNREQ));
+  fi_info* req = reinterpret_cast<fi_eq_cm_entry*>(ev.data())->info;
+  ASSERT_EQ(req->dest_addrlen, sizeof(sockaddr_in));
+  EXPECT_EQ(static_cast<sockaddr_in*>(req->dest_addr)->sin_port, reserved.sin_port) << "it comes from there";
+  acc.open_ep(req);
+  fi_freeinfo(req);
+  ASSERT_EQ(fi_accept(acc.ep, nullptr, 0), 0);
+  ASSERT_EQ(next_event(acc.eq, cli.eq, ev), static_cast<int>(FI_CONNECTED));
+  ASSERT_EQ(next_event(cli.eq, acc.eq, ev), static_cast<int>(FI_CONNECTED));
+  name = name_of(&cli.ep->fid);
+  EXPECT_EQ(name.sin_port, reserved.sin_port);
+  EXPECT_EQ(name.sin_addr.s_addr, reserved.sin_addr.s_addr);
+  sockaddr_in peer{};
+  size_t len = sizeof peer;
+  ASSERT_EQ(fi_getpeer(acc.ep, &peer, &len), 0);
+  EXPECT_EQ(peer.sin_port, reserved.sin_port);
+  char in[40] = {}, out[40];
+  for (size_t i = 0; i < sizeof out; ++i) out[i] = static_cast<char>(i * 7 + 1);
+  ASSERT_TRUE(send_and_receive(cli, acc, out, in, sizeof in));
+  EXPECT_EQ(memcmp(in, out, sizeof out), 0);
+  fi_freeinfo(ci);
 }
 
 TEST(TcpCm, BadArguments) {

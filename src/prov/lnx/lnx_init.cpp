@@ -183,6 +183,27 @@ fi_info* linked_template(const fi_info& s, const fi_info& t, uint32_t version) {
   return i.release();
 }
 
+// Replaces an address slot with `s` (a copy): false when s is empty.
+bool set_addr(void*& slot, size_t& len, const std::string& s) {
+  if (s.empty()) return false;
+  char* copy = dup_cstr(s.c_str());
+  free(slot);
+  slot = copy;
+  len = s.size() + 1;
+  return true;
+}
+
+// An address the hints gave as an IPv4 socket address becomes the lnx
+// address naming it as the tcp part's (a source: on this host). 0, or
+// -FI_EINVAL for an address that is neither.
+int take_sockaddr(void*& slot, size_t& len, bool source) {
+  address a;
+  if (!slot || parse(slot, len, a)) return 0;
+  if (tcp::sock_addr::from(slot, len, a.tcp) || a.tcp.family() != AF_INET) return -FI_EINVAL;
+  if (source) a.host = host_id();
+  return set_addr(slot, len, format(a)) ? 0 : -FI_EINVAL;
+}
+
 class lnx_provider final : public provider {
 public:
   const char* name() const noexcept override { return prov_name; }
@@ -196,15 +217,42 @@ public:
   // tcp address (its host and shm name are learnt when the peer's own
   // address is inserted); a source keeps this host and takes the address
   // and port given. A node that is already an lnx address is taken as it
-  // is. As tcp's, each entry stands for one interface: a destination keeps
-  // the entry of the interface the kernel routes toward it from, a local
-  // address the interface that holds it, a service alone the first one.
+  // is. The hints' addresses may be socket addresses too (IPv4, as tcp
+  // takes them): they name the tcp part's. As tcp's, each entry stands for
+  // one interface, its domain's (shm+tcp:<interface>): a local address (a
+  // source node, or the hints' src_addr) picks the entry of the offered
+  // interface that holds it, else the first entry (so loopback, offered
+  // only when there is no other interface, answers as the first entry); a
+  // destination the entry of the interface the kernel routes toward it
+  // from, else the first.
   int resolve(fi_info* info, const char* node, const char* service, uint64_t flags) const override {
     return guard([&]() -> int {
       const bool source = (flags & FI_SOURCE) || !node;
-      if (!node && !service) return 0;
+      if (!(flags & FI_SOURCE))  // with it the hints' src_addr is ignored (fi_getinfo(3))
+        if (int ret = take_sockaddr(info->src_addr, info->src_addrlen, true)) return ret;
+      if (int ret = take_sockaddr(info->dest_addr, info->dest_addrlen, false)) return ret;
+      const std::vector<tcp::iface> ifs = offered_interfaces();
+      const tcp::iface* entry = nullptr;  // this entry's interface
+      const char* dn = info->domain_attr->name;
+      const size_t ll = strlen(lnx::links);
+      for (const tcp::iface& f : ifs)
+        if (dn && !strncmp(dn, lnx::links, ll) && dn[ll] == ':' && f.name == dn + ll + 1) entry = &f;
+      // Whether the entry answers for local address `local`.
+      auto answers = [&](const tcp::sock_addr& local) {
+        const tcp::iface* by = nullptr;
+        for (const tcp::iface& f : ifs)
+          if (!by && tcp::same_host(f.addr, local)) by = &f;
+        if (!by && !ifs.empty()) by = &ifs.front();
+        return by == entry;
+      };
+      // A source from the hints (ignored with FI_SOURCE), unless it is the
+      // entry's own (the template's: its interface, port 0).
       address mine;
-      if (!parse(info->src_addr, info->src_addrlen, mine)) return -FI_EINVAL;
+      const bool src_given = !(flags & FI_SOURCE) && parse(info->src_addr, info->src_addrlen, mine) &&
+                             mine.tcp.family() &&
+                             !(entry && tcp::same_host(mine.tcp, entry->addr) && mine.tcp.port() == 0);
+      if (entry && src_given && !answers(mine.tcp)) return -FI_ENODATA;
+      if (!node && !service) return 0;
       address a;
       if (node && !strncmp(node, prefix, prefix_len)) {
         if (service || !parse(node, strlen(node) + 1, a)) return -FI_EINVAL;
@@ -220,33 +268,16 @@ public:
         freeaddrinfo(res);
         if (ret) return -FI_ENODATA;
       }
-      // Which interface this entry is for: its template's address. The
-      // address (a destination: the one the kernel routes toward it from)
-      // picks the entry of the interface holding it, else the first entry.
-      const bool own = mine.tcp.family() && mine.tcp.port() == 0;
-      if (own && a.tcp.family()) {
+      if (entry && a.tcp.family() && !src_given) {
         tcp::sock_addr local = a.tcp;
         if (!source && tcp::default_src(&a.tcp, AF_INET, local)) local = tcp::sock_addr{};
-        const std::vector<tcp::iface> ifs = offered_interfaces();
-        const tcp::iface* by = nullptr;
-        for (const tcp::iface& f : ifs)
-          if (!by && tcp::same_host(f.addr, local)) by = &f;
-        if (!by && !ifs.empty()) by = &ifs.front();
-        if (!by || !tcp::same_host(by->addr, mine.tcp)) return -FI_ENODATA;
+        if (!answers(local)) return -FI_ENODATA;
       }
-      auto set = [](void*& slot, size_t& len, const std::string& s) {
-        if (s.empty()) return false;
-        char* copy = dup_cstr(s.c_str());
-        free(slot);
-        slot = copy;
-        len = s.size() + 1;
-        return true;
-      };
       if (source) {
         if (!a.host) a.host = host_id();
-        return set(info->src_addr, info->src_addrlen, format(a)) ? 0 : -FI_EINVAL;
+        return set_addr(info->src_addr, info->src_addrlen, format(a)) ? 0 : -FI_EINVAL;
       }
-      return set(info->dest_addr, info->dest_addrlen, format(a)) ? 0 : -FI_EINVAL;
+      return set_addr(info->dest_addr, info->dest_addrlen, format(a)) ? 0 : -FI_EINVAL;
     });
   }
 

@@ -191,7 +191,8 @@ struct ep final : endpoint {
   std::unique_ptr<peer_map> peers;  // RDM
   listener* listen = nullptr;       // RDM: where peers reach us
   sock_addr name;                   // our address (fi_getname)
-  bool named = false;               // name set (src_addr, fi_setname, or bound)
+  bool named = false;               // name set (src_addr, fi_setname, a passive endpoint's, or bound)
+  scoped_fd reserved;               // MSG: a passive endpoint's bound socket, taken over; connects from it
   // MSG: the one connection, and the request it came from (fi_accept).
   conn* msg_conn = nullptr;
   conn* pending_accept = nullptr;
@@ -286,6 +287,12 @@ extern fi_ops_cm rdm_cm_ops;
 // An fi_info's handle from FI_CONNREQ: the connection it names, moved to
 // `to` and given to `owner`, or nullptr (not a request, or already answered).
 conn* take_connreq(fid_t handle, poller& to, conn_owner& owner) noexcept;
+// fi_endpoint(3): an active endpoint made with a passive endpoint as the
+// info's handle takes over its address: the name it has (named false: none
+// yet) and the socket fi_setname reserved (moved to `reserved`). The
+// passive endpoint stops listening and can no longer listen or be named.
+// 0, or -FI_EINVAL (not one of tcp's passive endpoints, or taken already).
+int take_pep(fid_t handle, sock_addr& name, bool& named, scoped_fd& reserved) noexcept;
 void cm_connected(ep& e, conn& c) noexcept;
 void cm_closed(ep& e, conn& c, int err) noexcept;
 

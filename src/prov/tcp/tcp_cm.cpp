@@ -48,6 +48,8 @@ struct pep {
   listener* listen = nullptr;
   sock_addr name;
   bool named = false;
+  scoped_fd reserved;  // bound by fi_setname until it listens or an endpoint takes it
+  bool taken = false;  // an active endpoint took its address over (fi_endpoint with it as handle)
   std::mutex lock;
   std::list<connreq> requests;  // stable addresses: the handles applications hold
   pep_owner owner;
@@ -147,6 +149,7 @@ fi_ops pep_fi_ops = {sizeof(fi_ops),  pep_close,    pep_bind,      fid_no_contro
 int pep_listen(fid_pep* f) noexcept {
   pep* p = pep::of(&f->fid);
   std::lock_guard g(p->lock);
+  if (p->taken) return -FI_EOPBADSTATE;
   if (!p->eq) return -FI_ENOEQ;
   if (p->listen) return -FI_EINVAL;
   if (!p->named) {
@@ -154,7 +157,7 @@ int pep_listen(fid_pep* f) noexcept {
     if (int ret = default_src(nullptr, family, p->name)) return ret;
   }
   p->cfg->self = to_wire(p->name, p->cfg->self.instance);
-  if (int ret = p->poll.listen(p->owner, p->cfg, p->name, 0, &p->listen)) return ret;
+  if (int ret = p->poll.listen(p->owner, p->cfg, p->name, 0, &p->listen, &p->reserved)) return ret;
   p->name = p->listen->addr();  // an ephemeral port when none was given
   p->cfg->self = to_wire(p->name, p->cfg->self.instance);
   p->named = true;
@@ -177,13 +180,21 @@ int pep_getname(fid_t f, void* addr, size_t* addrlen) noexcept {
   return copy_addr(p->name, addr, addrlen);
 }
 
+// fi_cm(3): like bind(2). The address is reserved at once, a port the
+// kernel chooses when none is given, so fi_getname tells it and an active
+// endpoint made from this one (fi_endpoint with it as info->handle) takes
+// it over.
 int pep_setname(fid_t f, void* addr, size_t addrlen) noexcept {
   pep* p = pep::of(f);
   std::lock_guard g(p->lock);
-  if (p->listen) return -FI_EOPBADSTATE;
+  if (p->listen || p->taken) return -FI_EOPBADSTATE;
   sock_addr a;
   if (sock_addr::from(addr, addrlen, a)) return -FI_EINVAL;
-  p->name = a;
+  scoped_fd fd;
+  sock_addr bound;
+  if (int ret = sock_bind(a, fd, bound)) return ret;
+  p->reserved = std::move(fd);
+  p->name = bound;
   p->named = true;
   return 0;
 }
@@ -254,6 +265,7 @@ int ep_setname(fid_t f, void* addr, size_t addrlen) noexcept {
   if (sock_addr::from(addr, addrlen, a)) return -FI_EINVAL;
   e.name = a;
   e.named = true;
+  e.reserved.reset();  // a passive endpoint's address, taken over, is no longer ours to use
   return 0;
 }
 
@@ -283,11 +295,13 @@ int ep_connect(fid_ep* f, const void* addr, const void* param, size_t paramlen) 
   // The connection leaves from the endpoint's address (src_addr,
   // fi_setname): not the wildcard with no port (nothing to bind), and not a
   // loopback address toward another host (fi_getinfo's default without a
-  // node, which could reach nothing there).
+  // node, which could reach nothing there). A passive endpoint's address
+  // taken over is its socket, already bound.
   const bool bind_name = e.named && !(e.name.any() && !e.name.port()) && e.name.family() == to.family() &&
                          !(e.name.loopback() && !to.loopback());
   conn* c = nullptr;
-  if (int ret = e.poll->connect(e.owner, e.cfg, to, param, paramlen, &c, bind_name ? &e.name : nullptr))
+  if (int ret = e.poll->connect(e.owner, e.cfg, to, param, paramlen, &c, bind_name ? &e.name : nullptr,
+                                &e.reserved))
     return ret;
   e.msg_conn = c;
   return 0;
@@ -354,6 +368,22 @@ fi_ops_cm rdm_cm_ops = {sizeof(fi_ops_cm),
                         WEFT_NOSYS(fi_ops_cm, reject),
                         WEFT_NOSYS(fi_ops_cm, shutdown),
                         coll_join};
+
+int take_pep(fid_t handle, sock_addr& name, bool& named, scoped_fd& reserved) noexcept {
+  if (!handle || handle->fclass != FI_CLASS_PEP || handle->ops != &pep_fi_ops) return -FI_EINVAL;
+  pep* p = pep::of(handle);
+  std::lock_guard g(p->lock);
+  if (p->taken) return -FI_EINVAL;
+  p->taken = true;
+  if (p->listen) {  // it no longer listens: the address is the endpoint's
+    p->poll.close_listener(p->listen);
+    p->listen = nullptr;
+  }
+  reserved = std::move(p->reserved);
+  named = p->named;
+  if (named) name = p->name;
+  return 0;
+}
 
 conn* take_connreq(fid_t handle, poller& to, conn_owner& owner) noexcept {
   if (!handle || handle->fclass != FI_CLASS_CONNREQ) return nullptr;

@@ -96,6 +96,10 @@ void conn::set_state(conn_state s) noexcept {
     case conn_state::wait_owner:
       poller_->deadline_set(this, cfg_->verdict_timeout_ms);
       break;
+    case conn_state::wait_verdict:
+      // As long as the acceptor gives its owner, and its answer's way back.
+      poller_->deadline_set(this, cfg_->verdict_timeout_ms + cfg_->handshake_timeout_ms);
+      break;
     case conn_state::closing:
       poller_->deadline_set(this, cfg_->linger_ms);
       break;
@@ -103,7 +107,7 @@ void conn::set_state(conn_state s) noexcept {
     case conn_state::closed:
       poller_->deadline_clear(this);
       break;
-    default:  // wait_verdict, wait_proof: the deadline of the handshake's start still runs
+    default:  // wait_proof: the deadline of the handshake's start still runs
       break;
   }
 }
@@ -386,7 +390,7 @@ void conn::hs_message() noexcept {
       hs_proof p;
       compute_proof(false, p.proof);
       hs_queue(hs_kind::proof, reject_reason::none, &p, nullptr, 0);
-      state_ = conn_state::wait_verdict;
+      set_state(conn_state::wait_verdict);
       mark_hot();
       return;
     }
@@ -634,6 +638,8 @@ int conn::poll_tx() noexcept {
     work = 1;
     if (hs_->out_pos < hs_->out_len) return work;
     hs_->out_pos = hs_->out_len = 0;
+    // The hello is out: TCP connected, the acceptor's process has it to answer.
+    if (state_ == conn_state::wait_challenge) poller_->deadline_set(this, cfg_->handshake_timeout_ms);
     if (hs_->close_after_out) {
       // Our reject is out: let the connector read it before the socket goes.
       ::shutdown(fd_.get(), SHUT_WR);

@@ -43,22 +43,35 @@ struct listener_stats;
 // connections of an endpoint (and its listener); immutable once in use.
 struct conn_config {
   wire_ep_type ep_type = wire_ep_type::rdm;
-  wire_addr self{};                 // our identity: listening address and instance
-  std::vector<uint8_t> auth_key;    // shared secret (may be empty; at most auth_key_max)
-  frame_limits limits;              // what we accept from the peer
-  uint64_t credit = 0;              // eager bytes we grant the peer at the handshake
-  int connect_timeout_ms = 10000;   // connector: TCP connect + handshake until the verdict
-  int handshake_timeout_ms = 5000;  // acceptor: from accept until the connector's proof
-  int verdict_timeout_ms = 60000;   // acceptor: the owner's accept()/reject() (MSG: the application)
-  int linger_ms = 1000;             // after our shutdown frame: wait this long for the peer's close
-  uint32_t rx_stage = 16384;        // staging buffer per connection (bytes)
-  uint32_t max_pending = 256;       // listener: connections still in the handshake
-  int sndbuf = 0, rcvbuf = 0;       // SO_SNDBUF / SO_RCVBUF when non-zero (tests)
-  int user_timeout_ms = 0;          // TCP_USER_TIMEOUT: unacknowledged data fails the connection
-  int keepalive_s = 0;              // keepalive idle time: a vanished idle peer is noticed
+  wire_addr self{};               // our identity: listening address and instance
+  std::vector<uint8_t> auth_key;  // shared secret (may be empty; at most auth_key_max)
+  frame_limits limits;            // what we accept from the peer
+  uint64_t credit = 0;            // eager bytes we grant the peer at the handshake
+  // The handshake's bounds. Each step after the TCP connect waits for the
+  // other process to run its progress, or (the verdict of a MSG connection)
+  // for its application to call fi_accept: a healthy process on a loaded
+  // machine may take tens of seconds. A dead peer is found sooner by TCP
+  // (its exit resets the connection; a dead host: user_timeout_ms and
+  // keepalive), so these only end a hung or hostile peer.
+  int connect_timeout_ms = 10000;    // connector: TCP connect, until the hello is written
+  int handshake_timeout_ms = 60000;  // connector: then until the challenge; acceptor: until the proof
+  int verdict_timeout_ms = 60000;    // acceptor: the owner's accept()/reject() (MSG: the application);
+                                     // connector, after its proof: this + handshake_timeout_ms
+  int linger_ms = 1000;              // after our shutdown frame: wait this long for the peer's close
+  uint32_t rx_stage = 16384;         // staging buffer per connection (bytes)
+  uint32_t max_pending = 256;        // listener: connections still in the handshake
+  int sndbuf = 0, rcvbuf = 0;        // SO_SNDBUF / SO_RCVBUF when non-zero (tests)
+  int user_timeout_ms = 0;           // TCP_USER_TIMEOUT: unacknowledged data fails the connection
+  int keepalive_s = 0;               // keepalive idle time: a vanished idle peer is noticed
 
   // Fills self.instance with a random number. 0 or -FI_E*.
   int new_instance() noexcept;
+  // The longest a healthy peer's connection takes to reach its acceptor's
+  // owner (on_connreq): the TCP connect, then the handshake's steps.
+  uint64_t handshake_bound_ns() const noexcept {
+    return (static_cast<uint64_t>(connect_timeout_ms) + static_cast<uint64_t>(handshake_timeout_ms)) *
+           1000000ull;
+  }
 };
 
 // One frame to send. The owner embeds it in its request; it must stay put
@@ -132,7 +145,7 @@ struct peer_info {
 };
 
 enum class conn_state : uint8_t {
-  wait_challenge,  // connector: TCP connect and hello under way
+  wait_challenge,  // connector: TCP connect and hello under way, then the challenge awaited
   wait_verdict,    // connector: proof sent
   wait_hello,      // acceptor
   wait_proof,      // acceptor: challenge sent

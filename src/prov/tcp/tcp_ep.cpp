@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include <cstring>
+#include <utility>
 
 #include "core/info.hpp"
 #include "core/log.hpp"
@@ -128,6 +129,13 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context) {
   e->owner.e = e.get();
   endpoint_init(*e, dom, info, context, ep_role::endpoint, type == FI_EP_MSG ? &msg_transport : &rdm_transport,
                 inject_max);
+  // A refusal below frees the info endpoint_init copied (fi_close would).
+  struct info_undo {
+    ep* e;
+    ~info_undo() {
+      if (e) info_free(std::exchange(e->info, nullptr));
+    }
+  } undo{e.get()};
   e->type = type;
   auto cfg = std::make_shared<conn_config>();
   cfg->ep_type = type == FI_EP_MSG ? wire_ep_type::msg : wire_ep_type::rdm;
@@ -154,12 +162,22 @@ std::unique_ptr<ep> make_ep(domain& dom, const fi_info* info, void* context) {
     if (sock_addr::from(info->src_addr, info->src_addrlen, e->name)) fail(FI_EINVAL, "tcp: bad src_addr");
     e->named = true;
   }
-  if (type == FI_EP_MSG && info->handle) {
+  if (type == FI_EP_MSG && info->handle && info->handle->fclass == FI_CLASS_PEP) {
+    bool named = false;
+    sock_addr name;
+    if (take_pep(info->handle, name, named, e->reserved))
+      fail(FI_EINVAL, "tcp: the info's handle is no passive endpoint of tcp's, or one taken over already");
+    if (named) {
+      e->name = name;
+      e->named = true;
+    }
+  } else if (type == FI_EP_MSG && info->handle) {
     e->pending_accept = take_connreq(info->handle, *e->poll, e->owner);
     if (!e->pending_accept) fail(FI_EINVAL, "tcp: the info's handle is no open connection request");
   }
   install_ops(*e);
   e->fid_.cm = type == FI_EP_MSG ? &msg_cm_ops : &rdm_cm_ops;
+  undo.e = nullptr;
   return e;
 }
 

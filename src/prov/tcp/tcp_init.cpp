@@ -207,15 +207,30 @@ public:
   // with FI_SOURCE, or without a node, they name the local address; a
   // service alone is the wildcard address, as getaddrinfo's AI_PASSIVE
   // says: a passive endpoint then listens on every interface). Templates
-  // come one per interface, each with that interface's address as src_addr:
-  // a destination keeps the one the kernel routes toward it from, a local
-  // address the interface that holds it, the wildcard the first interface
-  // (the others answer -FI_ENODATA, so each address is offered once).
+  // come one per interface, each with that interface's address as src_addr,
+  // and each address is offered once (the other entries answer
+  // -FI_ENODATA): a local address is the entry of the interface that holds
+  // it (the wildcard: the first interface's); a destination the entry of
+  // the interface the kernel routes toward it from, unless the hints gave a
+  // source address (ignored with FI_SOURCE), which then picks the entry as
+  // a local address does. So an answer's src_addr and domain agree, and the
+  // answer given back as hints (fi_dupinfo) finds its entry again.
   int resolve(fi_info* info, const char* node, const char* service, uint64_t flags) const override {
     return guard([&]() -> int {
       const int family = info->addr_format == FI_SOCKADDR_IN6 ? AF_INET6 : AF_INET;
       const bool source = (flags & FI_SOURCE) || !node;
-      if (!node && !service) return 0;  // the template's own interface address
+      const iface* mine = nullptr;
+      const std::vector<iface> ifs = interfaces(family);
+      for (const iface& f : ifs)
+        if (info->domain_attr->name && f.name == info->domain_attr->name) mine = &f;
+      // A source address from the hints, unless it is this entry's own (the
+      // template's: its interface, port 0).
+      sock_addr given;
+      const bool src_given = !(flags & FI_SOURCE) && info->src_addr &&
+                             sock_addr::from(info->src_addr, info->src_addrlen, given) == 0 &&
+                             !(mine && same_host(given, mine->addr) && given.port() == 0);
+      if (src_given && mine && !entry_answers(mine->addr, given, true)) return -FI_ENODATA;
+      if (!node && !service) return 0;  // the template's (or the hints') address
       addrinfo hints{};
       hints.ai_family = family;
       hints.ai_socktype = SOCK_STREAM;
@@ -227,22 +242,9 @@ public:
       int ret = sock_addr::from(res->ai_addr, res->ai_addrlen, a);
       freeaddrinfo(res);
       if (ret) return -FI_ENODATA;
-      // The interface this entry is for, unless the hints gave another src_addr.
-      const iface* mine = nullptr;
-      const std::vector<iface> ifs = interfaces(family);
-      for (const iface& f : ifs)
-        if (info->domain_attr->name && f.name == info->domain_attr->name) mine = &f;
-      sock_addr have;
-      const bool own_src = mine && info->src_addr &&
-                           sock_addr::from(info->src_addr, info->src_addrlen, have) == 0 &&
-                           same_host(have, mine->addr) && have.port() == 0;
-      if (own_src && !entry_answers(mine->addr, a, source)) return -FI_ENODATA;
-      if (source) {
-        set_addr(info, true, a);
-        return 0;
-      }
-      set_addr(info, false, a);
-      if (own_src || !info->src_addr) {
+      if (mine && !src_given && !entry_answers(mine->addr, a, source)) return -FI_ENODATA;
+      set_addr(info, source, a);
+      if (!source && !src_given) {
         sock_addr local;
         if (default_src(&a, family, local) == 0) set_addr(info, true, local);
       }

@@ -62,8 +62,7 @@ void peer_map::park(peer& p, tx_entry* list) noexcept {
   tx_entry* t = list;
   while (t->next) t = t->next;
   p.parked_tail = t;
-  if (!p.parked_deadline)
-    p.parked_deadline = now_ns() + static_cast<uint64_t>(cfg_->connect_timeout_ms) * 1000000ull;
+  if (!p.parked_deadline) p.parked_deadline = now_ns() + cfg_->handshake_bound_ns();
 }
 
 void peer_map::flush(peer& p) noexcept {
@@ -123,7 +122,7 @@ void peer_map::on_connreq(conn& c) noexcept {
   if (old->established()) {
     if (old->is_connector() && old->peer().id.instance == id.instance && identity_cmp(self, id) < 0) {
       // A crossing seen late (see tcp_peers.hpp): ours is the one kept.
-      p->call_back_until = now_ns() + static_cast<uint64_t>(cfg_->connect_timeout_ms) * 1000000ull;
+      p->call_back_until = now_ns() + cfg_->handshake_bound_ns();
       ++late_crossings_;
       c.reject(nullptr, 0, reject_reason::crossed);
       return;

@@ -16,7 +16,8 @@
 //     established) onto it, then drops its own;
 //   * a higher side whose own connection is rejected as crossed before the
 //     other's request arrived parks those frames until it arrives
-//     (at most connect_timeout_ms; then they are handed back to fail).
+//     (at most conn_config::handshake_bound_ns(); then they are handed back
+//     to fail).
 // A request that finds an established connection is one of two things.
 //   * A crossing seen late: the connection is ours, the peer is the same
 //     instance and we are the lower. The peer's request was sent before
@@ -24,8 +25,8 @@
 //     handshake's last message was slow (delay, a lost segment). Ours stays;
 //     the request is rejected as crossed. Should ours still turn out to be
 //     gone at the peer (it dropped ours and called again), the peer parks
-//     its frames for our call: when ours closes within connect_timeout_ms
-//     we call back at once.
+//     its frames for our call: when ours closes within that bound we call
+//     back at once.
 //   * Otherwise a replacement: the peer restarted (another instance), or it
 //     closed the connection and we have not read the end yet. The old one is
 //     aborted (-FI_ECONNRESET) and the new one accepted.

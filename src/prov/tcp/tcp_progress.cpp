@@ -134,11 +134,12 @@ void poller::reap() noexcept {
 
 // ------------------------------------------------------------ opening
 int poller::connect(conn_owner& owner, std::shared_ptr<const conn_config> cfg, const sock_addr& to,
-                    const void* cm, size_t cm_len, conn** out, const sock_addr* from) noexcept {
+                    const void* cm, size_t cm_len, conn** out, const sock_addr* from,
+                    scoped_fd* reserved) noexcept {
   if (!cfg || !out || cm_len > cm_data_max || (cm_len && !cm)) return -FI_EINVAL;
   if (cfg->auth_key.size() > auth_key_max || cfg->rx_stage < sizeof(frame_hdr)) return -FI_EINVAL;
   scoped_fd fd;
-  if (int rc = sock_connect(to, fd, from)) return rc;
+  if (int rc = sock_connect(to, fd, from, reserved)) return rc;
   sock_nodelay(fd.get());
   sock_bufsizes(fd.get(), cfg->sndbuf, cfg->rcvbuf);
   sock_liveness(fd.get(), cfg->user_timeout_ms, cfg->keepalive_s);
@@ -159,13 +160,13 @@ int poller::connect(conn_owner& owner, std::shared_ptr<const conn_config> cfg, c
 }
 
 int poller::listen(conn_owner& owner, std::shared_ptr<const conn_config> cfg, const sock_addr& addr,
-                   int backlog, listener** out) noexcept {
+                   int backlog, listener** out, scoped_fd* reserved) noexcept {
   if (!cfg || !out) return -FI_EINVAL;
   if (cfg->auth_key.size() > auth_key_max || cfg->rx_stage < sizeof(frame_hdr)) return -FI_EINVAL;
   listener* l = new (std::nothrow) listener;
   if (!l) return -FI_ENOMEM;
   l->stats_ = std::shared_ptr<listener_stats>(new (std::nothrow) listener_stats);
-  int rc = l->stats_ ? sock_listen(addr, backlog, l->fd_, l->addr_) : -FI_ENOMEM;
+  int rc = l->stats_ ? sock_listen(addr, backlog, l->fd_, l->addr_, reserved) : -FI_ENOMEM;
   if (!rc) rc = watch(l->fd_.get(), reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(l) | listener_tag));
   if (rc) {
     delete l;

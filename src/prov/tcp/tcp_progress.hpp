@@ -77,14 +77,18 @@ public:
 
   // Opens a connection to `to`; the handshake runs in progress(). Frames
   // may be sent at once: they wait in the queue for the handshake. cm data
-  // (at most cm_data_max bytes) travels in the hello. 0 or -FI_E*.
+  // (at most cm_data_max bytes) travels in the hello. 0 or -FI_E*. The
+  // connection leaves from `from` when given, or from the socket `reserved`
+  // holds (sock_bind; taken).
   int connect(conn_owner& owner, std::shared_ptr<const conn_config> cfg, const sock_addr& to, const void* cm,
-              size_t cm_len, conn** out, const sock_addr* from = nullptr) noexcept;
+              size_t cm_len, conn** out, const sock_addr* from = nullptr,
+              scoped_fd* reserved = nullptr) noexcept;
 
-  // Listens on `addr` (port 0: an ephemeral port, see listener::addr()).
-  // Connections it accepts get `owner` (on_connreq) and `cfg`.
+  // Listens on `addr` (port 0: an ephemeral port, see listener::addr()),
+  // or on the socket `reserved` holds (sock_bind; taken). Connections it
+  // accepts get `owner` (on_connreq) and `cfg`.
   int listen(conn_owner& owner, std::shared_ptr<const conn_config> cfg, const sock_addr& addr, int backlog,
-             listener** out) noexcept;
+             listener** out, scoped_fd* reserved = nullptr) noexcept;
   void close_listener(listener* l) noexcept;
 
   // Moves a connection to another poller (e.g. from a passive endpoint's to

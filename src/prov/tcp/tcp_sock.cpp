@@ -205,7 +205,7 @@ int new_socket(int family, scoped_fd& out) noexcept {
 
 }  // namespace
 
-int sock_listen(const sock_addr& addr, int backlog, scoped_fd& out, sock_addr& bound) noexcept {
+int sock_bind(const sock_addr& addr, scoped_fd& out, sock_addr& bound) noexcept {
   if (addr.family() != AF_INET && addr.family() != AF_INET6) return -FI_EINVAL;
   scoped_fd fd;
   if (int rc = new_socket(addr.family(), fd)) return rc;
@@ -214,7 +214,6 @@ int sock_listen(const sock_addr& addr, int backlog, scoped_fd& out, sock_addr& b
   if (addr.family() == AF_INET6 && setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one))
     return fi_errno(errno);
   if (::bind(fd.get(), addr.sa(), addr.len)) return fi_errno(errno);
-  if (::listen(fd.get(), backlog > 0 ? backlog : SOMAXCONN)) return fi_errno(errno);
   sock_addr b;
   if (int rc = sock_local(fd.get(), b)) return rc;
   bound = b;
@@ -222,13 +221,36 @@ int sock_listen(const sock_addr& addr, int backlog, scoped_fd& out, sock_addr& b
   return 0;
 }
 
-int sock_connect(const sock_addr& to, scoped_fd& out, const sock_addr* from) noexcept {
+int sock_listen(const sock_addr& addr, int backlog, scoped_fd& out, sock_addr& bound,
+                scoped_fd* reserved) noexcept {
+  scoped_fd fd;
+  sock_addr b;
+  if (reserved && *reserved) {
+    if (int rc = sock_local(reserved->get(), b)) return rc;
+    fd = std::move(*reserved);
+  } else if (int rc = sock_bind(addr, fd, b)) {
+    return rc;
+  }
+  if (::listen(fd.get(), backlog > 0 ? backlog : SOMAXCONN)) return fi_errno(errno);
+  bound = b;
+  out = std::move(fd);
+  return 0;
+}
+
+int sock_connect(const sock_addr& to, scoped_fd& out, const sock_addr* from, scoped_fd* reserved) noexcept {
   if (to.family() != AF_INET && to.family() != AF_INET6) return -FI_EINVAL;
   if (to.port() == 0 || to.any()) return -FI_EINVAL;
   if (from && from->family() != to.family()) return -FI_EINVAL;
   scoped_fd fd;
-  if (int rc = new_socket(to.family(), fd)) return rc;
-  if (from && ::bind(fd.get(), from->sa(), from->len)) return fi_errno(errno);
+  if (reserved && *reserved) {
+    sock_addr b;
+    if (int rc = sock_local(reserved->get(), b)) return rc;
+    if (b.family() != to.family()) return -FI_EINVAL;
+    fd = std::move(*reserved);
+  } else {
+    if (int rc = new_socket(to.family(), fd)) return rc;
+    if (from && ::bind(fd.get(), from->sa(), from->len)) return fi_errno(errno);
+  }
   if (::connect(fd.get(), to.sa(), to.len) && errno != EINPROGRESS) return fi_errno(errno);
   out = std::move(fd);
   return 0;

@@ -97,17 +97,28 @@ bool same_address(const wire_addr& a, const wire_addr& b) noexcept;
 // errno -> -FI_E* (identity for the values libfabric defines, -FI_EIO else).
 int fi_errno(int e) noexcept;
 
-// A listening socket on `addr` (port 0: the kernel chooses one); `bound`
-// receives the address actually bound. Non-blocking, close-on-exec,
-// SO_REUSEADDR, IPV6_V6ONLY for IPv6.
-int sock_listen(const sock_addr& addr, int backlog, scoped_fd& out, sock_addr& bound) noexcept;
+// A socket bound to `addr` (port 0: the kernel chooses one), neither
+// listening nor connected: an address reserved (fi_setname on a passive
+// endpoint) until it listens or connects. `bound` receives the address
+// actually bound. Non-blocking, close-on-exec, SO_REUSEADDR, IPV6_V6ONLY
+// for IPv6.
+int sock_bind(const sock_addr& addr, scoped_fd& out, sock_addr& bound) noexcept;
+
+// A listening socket on `addr`, bound as sock_bind does; or, when `reserved`
+// holds a socket from sock_bind, that socket (taken) listening where it is
+// bound.
+int sock_listen(const sock_addr& addr, int backlog, scoped_fd& out, sock_addr& bound,
+                scoped_fd* reserved = nullptr) noexcept;
 
 // Starts a non-blocking connect: 0 (a socket whose connect is under way or
 // done) or an error. Whether it succeeded shows at the first write (EAGAIN
 // while the SYN is out, the connect error once it failed) or in
 // sock_error().
-// `from`, when given, is bound first (the connection's source address).
-int sock_connect(const sock_addr& to, scoped_fd& out, const sock_addr* from = nullptr) noexcept;
+// `from`, when given, is bound first (the connection's source address);
+// `reserved`, when it holds a socket from sock_bind, is the socket (taken),
+// connecting from where it is bound.
+int sock_connect(const sock_addr& to, scoped_fd& out, const sock_addr* from = nullptr,
+                 scoped_fd* reserved = nullptr) noexcept;
 
 // Accepts one connection, non-blocking and close-on-exec: 0, -FI_EAGAIN
 // (none waiting), or an error. On EMFILE/ENFILE it raises the descriptor

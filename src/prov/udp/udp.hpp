@@ -58,8 +58,8 @@ struct ep;
 // A multicast group the endpoint joined (fi_join): its own socket, bound to
 // the group and port, receives what is sent there.
 struct mc {
-  fid_mc fid_;  // first; fid_.fi_addr is what fi_mc_addr() returns
-  ep* owner = nullptr;
+  fid_mc fid_;          // first; fid_.fi_addr is what fi_mc_addr() returns
+  ep* owner = nullptr;  // nullptr: the endpoint closed first; fi_close only frees it
   sockaddr_in group{};
   uint64_t flags = 0;  // FI_SEND and/or FI_RECV
   int sock = -1;       // receiving members only

@@ -89,6 +89,19 @@ void progress_hook(endpoint& e) noexcept {
 
 void close_hook(endpoint& base) noexcept {
   ep& e = ep::of(base);
+  // Groups the application has not closed: the endpoint may close first
+  // (fi_endpoint(3) gives -FI_EBUSY for a scalable endpoint's contexts
+  // only). Each leaves its group now; its fid lives on until its fi_close.
+  for (mc*& m : e.groups) {
+    if (!m) continue;
+    if (m->sock >= 0) {
+      (void)ep_watch_fd(e, m->sock, false);
+      ::close(m->sock);
+      m->sock = -1;
+    }
+    m->owner = nullptr;
+    m = nullptr;
+  }
   if (e.sock < 0) return;
   (void)ep_watch_fd(e, e.sock, false);
   ::close(e.sock);
@@ -164,6 +177,10 @@ fi_ops_cm cm_ops = {sizeof(fi_ops_cm),
 // ------------------------------------------------------------------ multicast groups
 int mc_close(fid* f) noexcept {
   mc* m = from_fid<mc>(f);
+  if (!m->owner) {  // its endpoint closed first and left the group
+    delete m;
+    return 0;
+  }
   ep& e = *m->owner;
   {
     std::lock_guard c(e.ctl);
@@ -175,7 +192,6 @@ int mc_close(fid* f) noexcept {
     if (m->sock >= 0) ::close(m->sock);  // leaves the group
     if (e.eq) eq_forget(e.eq, &m->fid_.fid);
   }
-  e.users_.drop();
   delete m;
   return 0;
 }
@@ -254,7 +270,6 @@ int join(fid_ep* f, const void* addr, uint64_t flags, fid_mc** out, void* contex
       e.groups[slot] = m.get();
     }
     if (m->sock >= 0) (void)ep_watch_fd(e, m->sock, true);
-    e.users_.add();  // the endpoint closes after its groups (fi_cm(3): fi_close each)
     fi_eq_entry ev{&m->fid_.fid, context, 0};
     if (eq_post(e.eq, FI_JOIN_COMPLETE, &ev, sizeof ev, 0) < 0)
       WEFT_WARN(FI_LOG_EP_CTRL, "udp: the join of %s could not be reported", addr_str(group).c_str());
