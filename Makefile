@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Thin front end over CMake. `make demo` is the main job, `make test` the tests.
 # Both install what they need on a fresh Debian 12 machine (scripts/setup.sh).
 BUILD      ?= build

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // cacheline-pingpong: the hardware floor under any shared-memory ping-pong.
 // Two processes pinned to two CPUs bounce one counter through two cache
 // lines of a shared page: each waits for the other's value, then writes its

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Collectives side by side, in one run on this machine, two processes on
 # the two CPUs, rounds alternating the order of what is compared:
 #   weft-perf barrier_lat, allreduce_lat (8 B) and allreduce_bw (1 MiB;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Side-by-side comparison on this machine, in one go:
 #   weft-perf over weft (LD_LIBRARY_PATH=BUILD/lib; skipped with a note while
 #   weft has no endpoints), weft-perf over Debian's libfabric (shm, tcp),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by the bench scripts: CPU lists.
 # expand_cpus LIST: "0-2,5" -> "0 1 2 5" (one a line)
 expand_cpus() {  # "0-2,5" -> "0 1 2 5"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # line_offsets.sh [CPU_A CPU_B [REPS]]: what moving one cache line between
 # two CPUs costs by where the line lies in its 1 KiB block of addresses.
 # Runs `cacheline-pingpong CPU_A CPU_B 20000 OFFSET` for the 16 line offsets

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The linked provider's comparison, in one run on this machine, rounds
 # alternating the order of what is compared:
 #   1. a peer on this host: weft-perf over lnx against over shm alone

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * MPI collectives for weft-perf's comparison (bench/coll_compare.sh): the
  * same measurements as weft-perf's barrier_lat, allreduce_lat and

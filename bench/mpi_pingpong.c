@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * MPI ping-pong for the UCP face's comparison: rank 0 and rank 1 exchange
  * SIZE-byte messages (MPI_Send/MPI_Recv). Run by Debian's MPICH (ch4:ucx)

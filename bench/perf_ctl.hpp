@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // weft-perf control channel: a TCP socket beside the fabric that carries the
 // run configuration, the fabric addresses, memory keys and the per-phase
 // handshakes. It is also how a dead peer is noticed quickly: the kernel closes

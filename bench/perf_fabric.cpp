@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "perf_fabric.hpp"
 #include "tool_util.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // weft-perf's fabric side, on the public fi_* API only: opens the objects a
 // test needs, exchanges addresses and memory keys over the control channel,
 // and runs one measured phase at a time. The initiator drives; the responder

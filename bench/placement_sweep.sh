@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Small-message latency over shared memory in every placement of the two
 # ranks this machine offers: each ordered pair of distinct CPUs, and both
 # ranks on one CPU. Per placement and round, back to back with the order

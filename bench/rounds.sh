@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by the bench scripts that record "LIB METRIC ROUND VALUE" lines in
 # $raw over $rounds rounds (ucp_compare.sh, lnx_compare.sh).
 # med: the median of the numbers on stdin

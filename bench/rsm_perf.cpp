@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rsm-perf: the RSM face's costs beside the fi_* operations it issues, in
 // one run. A target process exports an RSM segment and, for the baseline,
 // registers the same kind of memory on a plain libfabric endpoint opened with

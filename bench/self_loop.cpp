@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // self-loop: the software of one small message, without a second CPU.
 //
 // One endpoint (FI_THREAD_DOMAIN, a tagged CQ) sends 8-byte messages to

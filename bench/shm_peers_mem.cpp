@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // shm-peers-mem: the shared memory one shm endpoint uses as senders appear.
 //
 //   usage: shm-peers-mem N [N...]     (e.g. 2 256 1024)

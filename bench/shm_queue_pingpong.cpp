@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // shm-queue-pingpong: weft's shm receive queue alone (src/prov/shm:
 // queue_claim, queue_commit, queue_peek, queue_release_n on two real endpoint
 // regions), between two processes, beside the cache-line floor measured the

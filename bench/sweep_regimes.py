@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The placement sweep's runs split by the VM's regime.
 
 This VM moves a cache line between its two CPUs in about 0.05-0.06 us in

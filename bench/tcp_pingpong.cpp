@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tcp-pingpong: the floor under any TCP transport on this host. Two
 // processes (optionally pinned) talk over one loopback TCP connection with
 // TCP_NODELAY, with nothing but the system calls: no header, no matching,

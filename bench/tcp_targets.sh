@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The tcp provider's key figures, side by side on loopback in one run: the
 # raw-socket floor (tcp-pingpong), weft's tcp (weft-perf over weft: RDM tagged
 # and MSG), Debian's libfabric tcp (the same weft-perf over Debian's library:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tcp-transport: weft's tcp transport layer (src/prov/tcp: conn, poller)
 // alone, between two processes on loopback, beside the raw-socket floor
 // (tcp-pingpong): what the framing, the handshake-established connection,

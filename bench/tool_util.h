@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * What weft's user tools (build/bin: weft-perf, rsm-perf, ucp-perf,
  * mpi-pingpong, cacheline-pingpong, tcp-pingpong, shm-peers-mem) share, in C and C++:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The UCP face's comparison, in one run on this machine, rounds alternating:
 #   ucp-perf (bench/ucp_perf.c, on ucp.h) over real UCX (UCX_TLS=posix,cma,self)
 #     and over weft's face (LD_LIBRARY_PATH=BUILD/lib): tag latency 8 B, tag

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * ucp-perf: a small UCP benchmark written on ucp.h only, built against
  * Debian's UCX headers and linked to libucp.so.0 by SONAME without RPATH. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // weft-perf: latency, bandwidth and message rate over the public fi_* API.
 //
 // The same binary measures whichever libfabric.so.1 the dynamic loader picks

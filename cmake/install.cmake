@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # `cmake --install <build> [--prefix P] [--strip]` (make install PREFIX=...
 # DESTDIR=...): lists what the build made (file(GENERATE), since target
 # files are known only then) for the install-time script, which places it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs at install time (cmake/install.cmake lists the files). The layout:
 #   <libdir>/weft/       libfabric.so.1 libucp.so.0 libucs.so.0 libucm.so.0
 #                        libuct.so.0

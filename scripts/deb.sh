@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # make deb: the Debian package of a built tree, BUILD/weft_<version>_<arch>.deb.
 #   deb.sh BUILD [OUTDIR]
 # It installs the build under /usr into a staging folder (cmake --install

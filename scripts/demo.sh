@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # make demo: build weft (quietly: the build's output goes to a log file),
 # show Debian's real fi_info answering over it, measure weft's shm provider
 # with weft-perf, and put weft and Debian's libfabric side by side, with a

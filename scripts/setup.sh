@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs every Debian 12 package weft needs to build, test and benchmark.
 # Idempotent: skips apt when everything is already present.
 set -euo pipefail

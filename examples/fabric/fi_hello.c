@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * fi_hello: one message from a client to a server over a libfabric RDM
  * endpoint, to see how providers name endpoints (the README's libfabric

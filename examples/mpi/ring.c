@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * ring: a token goes once around all ranks (MPI_Send / MPI_Recv), and rank 0
  * prints "ring of N ranks: the token came back". The README ("MPI") and

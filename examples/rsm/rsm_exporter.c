@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * rsm_exporter: exports a message area and prints what importers put there.
  *

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * rsm_importer: sends messages into an exporter's segment (see
  * rsm_exporter.c) the RSMAPI way: in explicit barrier mode, each message is

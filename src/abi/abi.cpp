@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The exported entry points whose structures changed across ABI versions.
 //
 // libfabric only ever appended fields, so an old structure is a prefix of

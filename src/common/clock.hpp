@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Monotonic clock readings for timeouts and pacing.
 #include <time.h>

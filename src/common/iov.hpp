@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Scatter/gather helpers over iovec lists.
 #include <sys/uio.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Locks whose locking is a policy chosen once, at open.
 #include <mutex>

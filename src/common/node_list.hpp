@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A doubly linked list whose nodes move between lists by relinking, inline.
 //

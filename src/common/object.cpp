@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Default ops-table entries: the operation is not supported on this object.
 #include "common/object.hpp"
 

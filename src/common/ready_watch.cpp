@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A descriptor's readiness seen by a load (see ready_watch.hpp).
 #include "common/ready_watch.hpp"
 

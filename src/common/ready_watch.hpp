@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Whether a descriptor became readable, learned by one load instead of a
 // system call: a one-shot poll request (IORING_OP_POLL_ADD) on a small

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // fi_strerror: errno values below FI_ERRNO_OFFSET are the system's; the rest
 // are libfabric's own.
 #include <rdma/fi_errno.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // fi_getinfo: ask every provider for its templates, keep those that satisfy
 // the hints, and adapt each to the hints and the caller's API version.
 #include <rdma/fabric.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // fi_info allocation, duplication and release (newest layout), shared by the
 // exported functions of every ABI version.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Logging with libfabric's conventions: FI_LOG_LEVEL (warn|trace|info|debug),
 // FI_LOG_PROV (a provider name, or ^name to exclude one), FI_LOG_SUBSYS.

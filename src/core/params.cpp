@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "core/params.hpp"
 
 #include <rdma/providers/fi_prov.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Configuration parameters, read from the environment with libfabric's naming:
 // FI_<NAME> for the core, FI_<PROV>_<NAME> for a provider (<PROV> is the name

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Helpers for providers to describe what they offer as fi_info templates.
 #include <rdma/fabric.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The provider registry and the template cache.
 #include "core/provider.hpp"
 

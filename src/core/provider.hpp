@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A provider as the core sees it. Providers register themselves
 // (WEFT_REGISTER_PROVIDER in their own folder); the core names none of them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // fi_tostr / fi_tostr_r: printable forms of libfabric attributes, flags and
 // enum values. The output is what Debian's libfabric 1.17 prints, byte for
 // byte, because `fi_info -v` and many test suites compare it as text; that

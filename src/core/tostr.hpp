@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Internal entry to the printer behind fi_tostr / fi_tostr_r.
 #include <cstddef>

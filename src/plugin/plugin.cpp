@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One of weft's providers as a plugin of another libfabric (Debian 12's
 // libfabric 1.17, Debian 13's 2.1): that library dlopens lib<name>-fi.so from FI_PROVIDER_PATH
 // (default <libdir>/libfabric), calls fi_prov_ini, and from then on calls

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Barriers and barrier modes. A transfer here is complete when its call
 // returns (it waited for its completion: delivery-complete for puts), so a
 // barrier is the record of whether anything went wrong since it was opened:

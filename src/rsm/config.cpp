@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Configuration from the environment: the cluster node table (which node id
 // lives at which address), this process's node id, the registry directory,
 // time bounds and limits; and rsm_get_segmentid_range's reserved-range file.

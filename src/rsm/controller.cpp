@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Controllers: a controller name picks an OFI provider ("shm", "loopback":
 // shm; "tcp": tcp), and opening one builds, on one fabric, two domains:
 //  - the service domain (FI_THREAD_SAFE): the service endpoint that sends and

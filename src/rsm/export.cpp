@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The export side. An export segment is page-aligned memory of this process
 // plus, once published, a registry entry (segment id → our service address)
 // and, per access level some importer was granted, one registration on the

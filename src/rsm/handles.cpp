@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The process-wide handle table. An RSMAPI handle is the value
 // generation << 32 | index << 8 | kind, never a pointer: a forged, stale or
 // foreign handle finds no live slot and the call answers RSMERR_BAD_*_HNDL.

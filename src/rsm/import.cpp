@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The import side: connect/disconnect, get/put of 8 to 64 bits with
 // alignment checks and byte swapping, bulk get/put, scatter/gather with
 // local memory handles. Every transfer is one fi_read or fi_writemsg

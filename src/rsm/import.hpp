@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Shared by the import side's files (import, barrier, map, signal).
 #include "rsm.hpp"

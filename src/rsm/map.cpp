@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Mapping an import segment for load/store. Only an importer on the
 // exporter's node can, and only if the exported memory is shareable (a
 // /dev/shm object, a memfd, a shared file mapping): the importer asks the

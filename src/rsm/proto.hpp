@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Wire formats of the RSM face. Three channels:
 //  - control messages between controllers' service endpoints (fi_send/fi_recv

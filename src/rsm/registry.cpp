@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Segment discovery. A published segment is one file,
 // <run_dir>/<provider>/<node>/<segment id in hex>, naming the process and the
 // service address that answer connects for it. Creating the file with link(2)

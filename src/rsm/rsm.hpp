@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // libweft_rsm internals: the RSMAPI face written on the public fi_* API only
 // (Debian's /usr/include/rdma headers, libfabric.so.1 by SONAME). Nothing here

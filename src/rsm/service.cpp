@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The controller's service thread. It alone reads the service endpoint's CQ,
 // which is also what progresses the provider for the RMA that importers aim
 // at this process's exported segments. It:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The service thread's private state (see service.cpp).
 #include <deque>

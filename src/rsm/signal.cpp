@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Signals and poll descriptors. Each import and export handle has an event
 // count: a post from the other side adds one (unless
 // RSM_SIGPOST_NO_ACCUMULATE finds one pending), a wait takes one. A pipe

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Small helpers shared by the RSM face: clocks, random numbers, logging, and
 // libfabric errors as RSMAPI codes.
 #include <ctype.h>

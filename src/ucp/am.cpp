@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Frames and active messages. A frame arrives in a posted FI_MSG buffer; an
 // AM up to the buffer size travels whole in one frame (eager), a larger one
 // sends a request-to-send with a registration of its data, which the receiver

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Atomics: 32- and 64-bit, onto fi_atomic (post), fi_fetch_atomic and
 // fi_compare_atomic (fetch). Posted atomics complete at the target before a
 // flush returns (FI_DELIVERY_COMPLETE).

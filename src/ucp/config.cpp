@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ucp_config_*: the face's configuration, read from UCX_* environment
 // variables. Honoured: the rows of settings.hpp (UCX_TLS, UCX_NET_DEVICES,
 // UCX_LOG_LEVEL, UCX_KEEPALIVE_INTERVAL, UCX_WEFT_RX_SIZE), each checked here

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ucp_init / ucp_cleanup / context queries: a context opens one fabric and
 // domain per enabled transport (shm for this host, tcp for the network).
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Datatypes: contiguous, IOV and generic (pack/unpack callbacks). The
 // provider takes contiguous buffers and up to iov_limit pieces directly;
 // anything else goes through a bounce buffer packed or unpacked here.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Endpoints: creation from a worker address (with the connection handshake
 // that pairs endpoints the way UCX does: by worker and creation sequence
 // number), failure and error handling, close, flush, queries.

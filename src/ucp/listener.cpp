@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Client/server connection establishment on libfabric's connection
 // management: a listener is an FI_EP_MSG passive endpoint; a client connects
 // an FI_EP_MSG endpoint to it with its worker address and endpoint id in the

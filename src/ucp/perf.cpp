@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Latency and bandwidth of a transport, measured once per context on first
 // use by ucp_ep_evaluate_perf: two endpoints of the transport's domain in this
 // process, 8-byte tagged ping-pong and 1 MiB tagged sends. The estimate for a

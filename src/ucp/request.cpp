@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Requests: pooled per worker, request_init run once per object as UCX does,
 // the application's request_size bytes right after the UCP part. Completion
 // runs the callback the operation was posted with; a request the application

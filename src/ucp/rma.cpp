@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Memory mapping, remote keys, put and get. ucp_mem_map registers with every
 // transport of the context; an allocation is a shared mapping of a memfd
 // sealed against shrinking, which weft's shm maps at the initiator (RMA by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Streams: an ordered byte stream per endpoint pair. Sends are cut into
 // frames no larger than a receive buffer (in order: FI_ORDER_SAS); arriving
 // bytes fill posted stream receives first, the rest waits on the endpoint.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tag matching: straight onto fi_tsend/fi_trecv, so the provider matches
 // (with its own eager and rendezvous protocols). Synchronous sends carry
 // remote CQ data naming the receiver's endpoint and the request; the receiver

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libucm.so.0: the memory-event interface that Open MPI's common UCX code
 // calls (ucm_set_external_event, ucm_test_events, ucm_test_external_events,
 // ucm_vm_munmap). UCX installs hooks on mmap/munmap/brk to keep its

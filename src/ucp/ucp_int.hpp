@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The UCP face: internal objects. Written only on the public fi_* API
 // (Debian's /usr/include/rdma) and compiled against Debian's UCX 1.13 headers,

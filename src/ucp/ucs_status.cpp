@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libucs.so.0: the part of UCX's utility library that UCP programs call.
 // Debian's MPICH, Open MPI's UCX components and the UCP examples need only
 // ucs_status_string (nm -D --undefined-only on each; docs/ucp.md).

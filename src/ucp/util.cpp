@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Small helpers of the UCP face: logging, clocks, status mapping, identity.
 #include <fcntl.h>
 #include <sys/random.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Workers: per transport an RDM endpoint, AV and CQ; the progress engine
 // (completions, queued operations, endpoint failures, connection management,
 // keepalive); the worker address; wakeup (event fd, arm, wait, signal).

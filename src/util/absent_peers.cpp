@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "util/absent_peers.hpp"
 
 #include "common/clock.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Sends to an address where no endpoint has ever appeared. By design they
 // fail quietly and may be retried: shm returns -FI_EAGAIN (the peer may not

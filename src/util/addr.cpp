@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Address-format helpers: see addr.hpp for the formats and naming rules.
 #include "util/addr.hpp"
 

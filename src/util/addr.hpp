@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Address formats as the AV (and providers) see them: how long an address in a
 // buffer is, how it prints, and how node/service names become addresses.

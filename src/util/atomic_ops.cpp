@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Atomic-operation kernels: one template, kernel<Op, T>, instantiated for
 // every valid (op, datatype) pair into a constexpr table, so atomic_apply is a
 // bounds check, a table load and one indirect call. See atomic_ops.hpp for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Atomic-operation kernels shared by every provider (the target side of
 // fi_atomic / fi_fetch_atomic / fi_compare_atomic, and fi_query_atomic).

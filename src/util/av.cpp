@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Address vectors (man fi_av): TABLE and MAP, insert / insertsvc / insertsym /
 // remove / lookup / straddr, FI_EVENT asynchronous inserts through a bound
 // EQ, and named AVs shared by the processes of one host.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Address vectors: the object behind fid_av, and what providers use of it.
 //

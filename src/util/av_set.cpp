@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // AV sets (man fi_av_set): an ordered subset of an AV's addresses, the
 // members of a collective group (util/coll.cpp joins them).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Counters: fi_cntr_open, the fi_ops_cntr table and the provider interface of
 // cntr.hpp.
 #include "util/cntr.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The collective engine: groups (fi_join_collective), operations and their
 // progress, completions, and what happens when a member fails. One engine
 // per endpoint, made by its first join; the algorithms are in coll_alg.cpp,

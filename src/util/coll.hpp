@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Collectives (man fi_collective, fi_av_set), written once for every
 // provider on the endpoint core and the tagged send/receive path: an AV set

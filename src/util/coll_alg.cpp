@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The collective algorithms: for each operation, how many steps, which
 // transfers each step makes, and the local work after a step. An algorithm
 // is a pure function of (rank, size, root, sizes, step): the engine

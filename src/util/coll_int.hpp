@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The collective engine's insides, shared by util/coll.cpp (groups, joins,
 // operations, progress, failures), util/coll_alg.cpp (the algorithms) and

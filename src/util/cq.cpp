@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Completion queues: fi_cq_open and the fi_ops_cq table, plus the provider
 // interface of cq.hpp.
 //

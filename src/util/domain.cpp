@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The domain object (fi_domain): creates the per-domain objects and hands
 // endpoint creation to the provider.
 #include "util/domain.hpp"

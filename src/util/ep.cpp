@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The endpoint core: bind, enable, control (op flags, aliases), options,
 // cancel, close; completions and progress.
 #include "util/ep.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Scalable endpoints (several transmit and receive contexts behind one
 // address) and shared transmit / receive contexts.
 #include "core/fabric2.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Every fi_msg / fi_tagged / fi_rma / fi_atomic entry point, written once.
 //

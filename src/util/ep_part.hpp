@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A transport as a part of another provider's endpoint (the linked
 // provider, src/prov/lnx): an RDM endpoint made in a part domain

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Event queues: fi_eq_open, the fi_ops_eq table and the internal interface of
 // eq.hpp (eq_post, eq_post_error) that asynchronous objects report through.
 //

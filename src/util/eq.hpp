@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Internal interface of event queues, for objects that report asynchronously
 // (AV FI_EVENT inserts, MR events, connection management).

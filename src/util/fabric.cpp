@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The fabric object: a provider's top-level handle (fi_fabric).
 #include "util/fabric.hpp"
 

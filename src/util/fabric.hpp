@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The receive side's data: posted receives and unexpected messages.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Memory registration: fi_mr_reg/regv/regattr, the fid_mr operations (close,
 // bind, enable, raw keys, refresh) and the domain's registration map.
 #include "util/mr.hpp"

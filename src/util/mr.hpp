@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Memory registration (man fi_mr): the fid_mr object and the domain's
 // registration map, the structure a provider consults to validate every

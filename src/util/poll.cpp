@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Poll sets: fi_poll_open, fi_poll_add/del, fi_poll.
 //
 // A poll set holds CQs and counters of one domain; each member keeps a

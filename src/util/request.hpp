@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Requests a transport keeps while an operation waits for its peer (an ack,
 // read data, an atomic's result): a pool with stable addresses, found again

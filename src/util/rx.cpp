@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The matcher: receives posted while unexpected messages wait, FI_PEEK /
 // FI_CLAIM / FI_DISCARD, multi-receive buffers, cancel.
 #include "util/rx.hpp"

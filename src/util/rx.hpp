@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The matcher's functions (data in util/matcher.hpp): what a transport calls
 // when a message arrives, and the receive calls every provider shares.

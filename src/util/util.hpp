@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Constructors of the generic objects every provider's domain hands out.
 // Each validates its arguments, builds the object in a unique_ptr and returns

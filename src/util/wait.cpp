@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Wait objects, progress lists, wait sets (fi_wait_open, fi_wait) and
 // fi_trywait.
 #include "util/wait.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Wait objects, progress lists and wait sets: the blocking machinery shared by
 // event queues, completion queues and counters.

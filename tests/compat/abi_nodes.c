@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* Calls the FABRIC_1.0 … 1.2 versions of fi_getinfo/fi_dupinfo/fi_freeinfo/
  * fi_fabric, as binaries built against libfabric 1.4 … 1.8 do, and the
  * FABRIC_1.3, 1.7, 1.8 and 1.9 ones (libfabric 1.9, 1.20, 2.0, 2.6) with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The old ABI nodes' entry points work over weft.
 set -euo pipefail
 build=${1:?build dir}

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* Built against Debian's real headers and linked to libfabric.so.1 by SONAME:
  * asks for FI_VERSION(MAJOR, MINOR) from argv and checks the structures it gets.
  * Usage: api_versions MAJOR MINOR */

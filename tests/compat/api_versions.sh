@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Programs compiled against the real headers asking for API 1.5 and 1.17 (and
 # the legacy 1.4) get correct fi_info structures from weft; so does one that
 # asks for 2.1 or 2.6 through the 1.17 entry points (as MPICH does when it

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What weft says in libfabric's and UCX's logs, through Debian's programs:
 #   * fi_getinfo explains at warn why a named provider gave nothing (a name
 #     no provider has, a hint that rules it out, FI_PROVIDER leaving it out);

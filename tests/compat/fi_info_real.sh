@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's real fi_info (libfabric-bin), run against weft with only
 # LD_LIBRARY_PATH changed, lists weft's providers and prints their attributes.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's real fi_pingpong over weft's datagram endpoints (LD_LIBRARY_PATH
 # only) on one host: `-e dgram` on udp (127.0.0.1) and on shm, every size up
 # to each provider's max_msg_size, then max_msg_size itself, data checks on.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's real fi_pingpong over weft's shm provider (or WEFT_PINGPONG_PROV's:
 # fi_pingpong_lnx.sh runs it over the linked provider) (LD_LIBRARY_PATH only,
 # or as a plugin, or through an installed `weft run`: tests/lib/via.sh):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's real fi_pingpong over weft's tcp provider (LD_LIBRARY_PATH only,
 # or as a plugin, or through an installed `weft run`: tests/lib/via.sh) on
 # 127.0.0.1: RDM and MSG endpoints, msg and tagged modes, every size, data

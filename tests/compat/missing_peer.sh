@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A send to an address where no endpoint ever appears: with FI_LOG_LEVEL=warn
 # weft logs one warning naming the address after 1 s of failed sends (none
 # before, none again after), for shm, tcp and the linked provider; without

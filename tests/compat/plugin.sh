@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # weft's providers as plugins of Debian's libfabric (src/plugin): each
 # plugin exports fi_prov_ini alone and needs no libfabric; Debian's fi_info,
 # with FI_PROVIDER_PATH naming the build's plugin folder, lists them beside

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # weft's libfabric.so.1 has libfabric's SONAME and exports exactly the
 # symbols and version nodes of libfabric 1.0 ... 2.6 (FABRIC_1.0 ... 1.9,
 # listed below): everything Debian 12's libfabric1 1.17 and Debian 13's 2.1

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # weft-perf smoke test (no timing assertions): a tiny sweep of every test with
 # --check, bad arguments (one line, exit 2), and a killed peer that must end
 # in an error quickly.

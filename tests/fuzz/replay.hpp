@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // The corpus replay every fuzz target shares: with the normal compiler and
 // no libFuzzer, CI runs each committed corpus through its target this way,

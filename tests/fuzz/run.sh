@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds a libFuzzer target with Debian's clang and runs it on its committed
 # corpus, adding what it finds there.
 #   tests/fuzz/run.sh [TARGET] [SECONDS] [extra libFuzzer flags...]

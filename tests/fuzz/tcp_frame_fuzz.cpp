@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libFuzzer entry for the tcp wire decoders (tcp_frame_target.cpp). Built by
 // tests/fuzz/run.sh with Debian's clang (-fsanitize=fuzzer,address,undefined).
 #include <cstddef>

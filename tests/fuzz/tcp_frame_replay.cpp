@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Replays a corpus through the tcp wire decoders (tcp_frame_target.cpp):
 // replay.hpp (tests/fuzz/corpus/tcp_frame in CI).
 #include <rdma/fi_atomic.h>

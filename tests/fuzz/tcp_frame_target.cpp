@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tcp wire decoders under hostile input: one function, shared by the
 // libFuzzer target (tcp_frame_fuzz.cpp) and the corpus replay test
 // (tcp_frame_replay.cpp).

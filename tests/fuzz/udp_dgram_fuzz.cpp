@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libFuzzer entry for the udp datagram decoder (udp_dgram_target.cpp). Built
 // by tests/fuzz/run.sh udp_dgram with Debian's clang.
 #include <cstddef>

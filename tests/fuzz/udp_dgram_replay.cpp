@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Replays a corpus through the udp datagram decoder (udp_dgram_target.cpp):
 // replay.hpp (tests/fuzz/corpus/udp_dgram in CI).
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The udp datagram decoder under hostile input: one function, shared by
 // the libFuzzer target (udp_dgram_fuzz.cpp) and the corpus replay test
 // (udp_dgram_replay.cpp).

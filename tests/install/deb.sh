@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Debian package (scripts/deb.sh): its file list, then installed with
 # dpkg -i (Debian's fi_info then lists weft's plugins with no
 # FI_PROVIDER_PATH, weft run finds the drop-in libraries, man finds the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The man pages (docs/man/*.md, built into BUILD/man by go-md2man): each
 # renders with `man --warnings -l` without a warning and has its NAME (the
 # page's own name first, then any others it describes); weft(7), weft(1),

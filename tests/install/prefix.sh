@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # weft installed into a temporary prefix (cmake --install, what make install
 # runs), then used the three ways README's "Install" describes:
 #   prefix.sh layout BUILD [SANITIZER]    the files, DESTDIR, weft info, weft-rsm.pc (an RSM

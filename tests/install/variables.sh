@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every FI_*, UCX_* and WEFT_* variable weft reads is documented: each FI_ one
 # is declared (Debian's fi_info -e lists it, over weft's libfabric.so.1 and,
 # as FI_WEFT_<PROV>_*, over the plugins), and every one appears in a man page

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by test scripts that start a server on a TCP port of this host
 # (Debian's programs take a port number, not 0). Other tests run at the same
 # time, so a port is picked among those no socket uses, and the client starts

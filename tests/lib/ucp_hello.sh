@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by tests that run UCX's ucp_hello_world example as a server and a
 # client on this host; they provide $tmp, the pids array and ports.sh.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by tests that run Debian's libfabric programs over weft, one of
 # three ways, chosen by an argument:
 #   ""            weft's libfabric.so.1 from the build: LD_LIBRARY_PATH=BUILD/lib

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # MPI jobs on weft, started by the MPIs' own launchers, as a user would:
 #   jobs.sh BUILD SANITIZER one_host   4 ranks on this host
 #   jobs.sh BUILD SANITIZER hosts2     2 x 2 ranks on two "hosts"

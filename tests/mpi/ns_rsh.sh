@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # An rsh/ssh stand-in for MPI launchers (MPICH's Hydra: -launcher ssh
 # -launcher-exec; Open MPI: --mca plm_rsh_agent): ns_rsh.sh [options] HOST
 # COMMAND... runs COMMAND in the network namespace whose address is HOST,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The collective suite (tests/unit/test_coll.cpp) over weft's tcp and the
 # linked provider with its members spread over "hosts" (network namespaces,
 # tests/netns/netns.sh): three hosts, rank r on host r % 3, so a group of 8

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The multi-process data-path suites over weft's tcp and the linked provider
 # (the collectives apart: coll_hosts.sh) with every rank on its own "host"
 # (a network namespace, tests/netns/netns.sh): three hosts on a clean link,

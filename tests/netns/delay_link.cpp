@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // delay_link: the link between the "hosts" of tests/netns/netns.sh when the
 // kernel has no sch_netem. It runs in the switch namespace in place of the
 // bridge: a hub that forwards every frame received on one port to every

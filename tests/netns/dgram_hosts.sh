@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The datagram suite over weft's udp with every rank on its own "host" (a
 # network namespace, tests/netns/netns.sh): three hosts on a clean link, so
 # the multicast test has its sender and both receivers on different hosts;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Proves the namespace harness with a real client on real libfabric (no
 # LD_LIBRARY_PATH: Debian's library): fi_pingpong over tcp;ofi_rxm, RDM
 # endpoints, between two network namespaces, every size, data checked.

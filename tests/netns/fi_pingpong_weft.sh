@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Debian's fi_pingpong over weft (LD_LIBRARY_PATH only) between two network
 # namespaces, every size, data checked: tcp's RDM and MSG endpoints in msg
 # and tagged modes, the linked provider's RDM endpoints in both, and udp's datagram endpoints (`-e dgram`, every size up

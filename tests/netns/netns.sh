@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A throw-away network of two or three "hosts" for multi-host tests: each
 # host is a network namespace with one interface (eth0) on a private subnet
 # (10.250.0.0/24) that exists only inside these namespaces; the hosts meet on

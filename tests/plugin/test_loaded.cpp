@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // weft_plugin_tests runs the multi-process suites (tests/unit) over weft's
 // providers as plugins of Debian's libfabric. First: that it really does.
 #include <dlfcn.h>

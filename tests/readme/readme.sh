@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The README's commands run as written: every ```sh block of README.md, in
 # order, in one shell (as a reader would type them, so an `export` carries
 # over), in the repository root, whose build/ must be the build under test

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The two example programs, built the way the README says (the build
 # tree's pkg-config file, weft-rsm.pc, the one name it has installed or not)
 # and run against each other:

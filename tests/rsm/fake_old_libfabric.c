@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* A stand-in libfabric.so.1 that says it is libfabric 1.5: the RSM face
  * needs the 1.11 API and must refuse it with RSMERR_BAD_LIBRARY_VERSION
  * rather than misbehave. Only the entry points libweft_rsm imports exist. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The multi-process harness (see harness.hpp) and the tests' main().
 #include "harness.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Multi-process tests of the RSM face. A test (a GoogleTest case in the
 // parent) starts its actors as fresh processes: this very binary, exec'd

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /* Run over a libfabric older than the RSM face needs (see
  * fake_old_libfabric.c): rsm_get_controller answers
  * RSMERR_BAD_LIBRARY_VERSION for every controller, and nothing crashes. */

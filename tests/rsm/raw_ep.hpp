@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A plain libfabric RDM endpoint for tests that talk to the RSM face from
 // outside it (a hostile importer, an exporter that never answers, provider

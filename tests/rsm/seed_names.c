@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * A program written with the names of the RSMAPI programming guide's own
  * example ("Example 2-1"): rsm_iovec_t's import_segment_offset

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Connections that end: an exporter killed mid-session (its importers see
 // RSMERR_CONN_ABORTED within a bound, a blocked signal wait wakes), unpublish,
 // destroy, and a republish that revokes one importer's right while another

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The header's values, controllers, topology, the segment id range file,
 // error names, every call's refusal of null, forged and stale handles.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Barriers (open/close/order/destroy, their errors, a failure caused by a
 // rebind and the retry that follows) and signals (both directions,
 // accumulation, poll descriptors and their reference counts,

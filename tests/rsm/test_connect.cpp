@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Connects that cannot complete: an "exporter" whose registry entry is real
 // but that never answers (a plain libfabric endpoint), so the connect is
 // bounded (RSMERR_REMOTE_NODE_UNREACHABLE) and a signal interrupts it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The export side: create, publish, republish, unpublish, rebind and destroy
 // with every argument check; segment ids (reserved, system, in use across
 // processes); resources (RSM_CREATE_SEG_DONTWAIT); a forked child is not the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A hostile importer: it speaks the control protocol itself over its own
 // libfabric endpoint, obtains a read-only connection, then tries to write
 // with the key it got, with guessed keys, past the segment, to forge and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Mapping an import segment for load/store on the exporter's node: stores
 // and loads seen on both sides byte for byte, read-only mappings, fixed
 // addresses, every error, the mapping following a rebind and being revoked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RSMERR_INSUFFICIENT_MEM: this program replaces operator new so that the
 // n-th allocation of the test's thread fails, for n = 0, 1, 2, ... through
 // whole sequences of calls. Every call must then answer RSM_SUCCESS or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the RSM face found in the providers underneath it, kept as tests that
 // pass once the provider behaves and skip, saying why, until then.
 #include <gtest/gtest.h>

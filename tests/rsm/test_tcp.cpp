@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Across two network namespaces over tcp: two "hosts" (nodes 1 and 2) joined
 // by a veth pair, each actor started inside its namespace with the cluster's
 // node table. Discovery goes through node 1's directory port; data through

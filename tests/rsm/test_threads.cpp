@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every call is safe from several threads: four threads transfer through
 // their own import handles and two share one, while another thread trades
 // signals with the exporter; all data is checked byte for byte.

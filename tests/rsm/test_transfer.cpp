@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Import side transfers between two processes: get/put of 8 to 64 bits with
 // every argument check, permissions, connect errors, byte swapping, bulk and
 // scatter/gather. Data is checked byte for byte on both sides.

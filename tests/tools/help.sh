@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every program in build/bin is a user tool, and every user tool answers
 #   --help              with its usage on stdout ("usage: ..."), exit 0;
 #   --no-such-option    with one line on stderr and nothing on stdout, exit 2;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/sweep_regimes.py on made-up sweep runs: a placement whose rounds all
 # ran in one regime gets rows for that regime only; a switch inside a round
 # is split per program; a stray run 2x off its program's others is not a

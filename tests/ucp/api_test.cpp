@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // API tests of the UCP face: each case runs in two processes (fork) that
 // exchange worker addresses over a socketpair and check every byte they
 // receive. Built against weft's ucp.h (the 1.17 superset), linked to

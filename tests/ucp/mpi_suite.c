@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * An MPI program of weft's own, run by Debian's MPICH (ch4:ucx) and by Open
  * MPI (pml ucx, osc ucx) with LD_LIBRARY_PATH pointing at weft: every

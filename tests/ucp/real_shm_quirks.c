@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * Two behaviours of a libfabric shm provider that the UCP face's tests found
  * in Debian's libfabric 1.17 (not in weft's shm): run as

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs one group of the UCP face's tests: run.sh <group> <build dir> [sanitizer]
 #   symbols          exported symbols and SONAMEs (symbols.sh)
 #   hello_world      Debian's ucp_hello_world.c in every mode, built against

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # weft's UCX libraries: UCX's SONAMEs, no symbol versions, every function
 # Debian's ucp/api/*.h declares exported from libucp.so.0, and every ucp_,
 # ucs_, ucm_ symbol that the real clients import (Debian's MPICH, Open MPI's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A fixture that opens fabric + domain through the public API, once per
 // provider (the way UCX instantiates each test per transport).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A plain RDM endpoint on the public fi_* API only (an AV table, one CQ for
 // both directions), for programs that open many of them and need nothing

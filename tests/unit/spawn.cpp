@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "spawn.hpp"
 
 #include <fcntl.h>

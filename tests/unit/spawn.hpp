@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // A small spawner for multi-process tests: forks N peers (rank 0 is the
 // test process), each opens fabric/domain/AV/CQ/EP on a provider, the peers

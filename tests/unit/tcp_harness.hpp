@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // Test helpers for the tcp transport (tests/unit/test_tcp_*.cpp): an owner
 // that records every callback and lands payloads in fresh buffers, frames

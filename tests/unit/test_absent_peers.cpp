@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // util/absent_peers: the rule behind the warning about sends to an address
 // where no endpoint appears (white box; tests/compat/missing_peer.sh runs
 // the warning itself for shm and tcp).

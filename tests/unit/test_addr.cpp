@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // White-box tests of the address-format helpers (src/util/addr.hpp).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

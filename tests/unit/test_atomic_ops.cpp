@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The atomic kernels (util/atomic_ops.hpp) against a reference model written
 // from man fi_atomic(3): every (form, op, datatype), edge values, counts > 1,
 // unaligned buffers, invalid arguments, and threads racing on one target.

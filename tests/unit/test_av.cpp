@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Address vectors (man fi_av) through the public API, on every provider, plus
 // white-box checks of the provider-facing interface (src/util/av.hpp).
 #include <arpa/inet.h>

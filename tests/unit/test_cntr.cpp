@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Counters through the public API, incremented through the provider interface
 // (util/cntr.hpp) where a real operation would.
 #pragma GCC diagnostic push

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Collectives (man fi_collective, fi_av_set) across processes in every mode
 // of every provider: AV sets, fi_join_collective, every operation for every
 // (op, datatype) fi_query_collective advertises, results checked against a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What programs written for real libfabric expect, each checked the way such
 // a program does it (libfabric 1.17 on the same machine is the reference):
 // legacy mr_mode values echoed back, shm source addresses from fi_getinfo,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Scalable endpoints (fi_rx_addr addressing of receive contexts, transmit
 // contexts reporting the endpoint as source) and shared transmit / receive
 // contexts, across processes, in every mode of every provider.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Completion queues through the public API, with entries posted through the
 // provider interface (util/cq.hpp).
 #pragma GCC diagnostic push

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The data path through the public API, in several processes, for every
 // provider and mode weft_test::mp_modes() lists: messages, tagged messages,
 // RMA, atomics, completion semantics, threads, faults.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Datagram endpoints (FI_EP_DGRAM): udp's and shm's, one suite per mode
 // (udp on 127.0.0.1, shm, and udp with every rank on a host of its own when
 // tests/netns runs it), plus what only udp has: multicast groups, and

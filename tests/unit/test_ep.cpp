@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The endpoint core's rules through the public API, for every provider
 // (man fi_endpoint): what must be bound before fi_enable, and what an
 // endpoint answers before and after.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Event queues through the public API, with events posted through the
 // internal interface (util/eq.hpp) the way AVs and CM report them.
 #pragma GCC diagnostic push

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // fi_getinfo, fi_dupinfo/freeinfo/allocinfo, fi_fabric, fi_domain, fi_version,
 // fi_strerror, params and logging — through the public API.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // White-box: the receive matcher (util/rx.hpp) with a transport of the
 // test's own, so every rule is checked without any provider's wire: expected
 // and unexpected messages, tags with ignore bits, directed receives,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Memory registration: fi_mr_reg/regv/regattr, keys, descriptors, bind/enable,
 // raw keys, refresh, through the public API on every provider; and white-box
 // tests of the registration map (weft::mr_map) against a brute-force model.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The names applications know weft's providers by (core/provider.hpp): the
 // provider's own in weft's libfabric.so.1, behind "weft_" in a plugin of
 // another libfabric (src/plugin), for names and variables alike.

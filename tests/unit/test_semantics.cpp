@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the libfabric man pages and introduction say about addresses and
 // completions, checked across processes in every mode of every provider.
 #include <gtest/gtest.h>

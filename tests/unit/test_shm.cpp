@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm only: what depends on shared memory itself (mapped shrink-sealed
 // memfds, the split copy, FI_SHM_INJECT_SIZE), in every shm mode.
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: an endpoint hears from as many senders as come, its peer table
 // growing as they appear. 1,024 processes on this host (all alive at once)
 // each send a few messages to one endpoint: every message arrives once, in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // White-box: the shm receive queue with several producer threads racing on
 // one region mapped twice in this process (TSan cannot see races between
 // processes, so this is how the cross-process protocol gets checked).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tcp transport over real sockets on loopback: handshake, auth_key,
 // versions, timeouts, zero-copy frames with partial writes and reads, flow
 // control, hostile peers, simultaneous connects, 1,024 connections and

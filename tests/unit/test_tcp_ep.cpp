@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tcp provider through the public API: FI_EP_MSG connection management
 // (man fi_cm: passive endpoints, connect/accept/reject with private data,
 // FI_CONNECTED, FI_SHUTDOWN, getname/getpeer, a port where nobody listens),

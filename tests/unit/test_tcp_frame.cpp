@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // White-box: the tcp wire format's decoders (tcp_frame) and the handshake's
 // HMAC (tcp_auth). Every rule of frame_check has a case that breaks it.
 #include <gtest/gtest.h>

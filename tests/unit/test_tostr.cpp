@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // fi_tostr / fi_tostr_r: weft's output must be byte-for-byte what Debian's
 // libfabric 1.17 prints (`fi_info -v` is compared as text). The differential
 // tests load the real library next to weft (RTLD_DEEPBIND keeps its own

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Wait sets, poll sets and fi_trywait.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdangling-else"

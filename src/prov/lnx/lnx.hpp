@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/lnx: the linked provider. One RDM endpoint for a whole job: a peer on
 // this host is reached over an shm endpoint, any other over a tcp endpoint,

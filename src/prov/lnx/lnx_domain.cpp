@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/lnx: the domain — its parts, registrations known to both, and the
 // parts' mirrors of every linked AV, where each peer's path is decided.
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/lnx: the endpoint — two parts behind one fid_ep. Sends, RMA and
 // atomics take one branch on the peer's path (decided at fi_av_insert) and
 // go to the part's own data path; receives are the one matcher both parts

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/lnx: registration, parameters, attributes and addresses.
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: atomics. Always executed by the target's progress (one process
 // applies every remote atomic on its memory, so they are atomic with respect
 // to each other): the request carries the operands in one cell, the response

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: moving data between address spaces — cross-memory attach
 // (process_vm_readv/writev), and mappings of a peer's registrations whose
 // memory is a shrink-sealed memfd (see backing_valid in shm_proto.hpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: the domain — the provider's part of fi_domain, and the
 // registration table it publishes so that initiators validate and move RMA
 // data themselves.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: the endpoint's transport part — its region and name, what the
 // endpoint core asks of it (enable, progress, close), names (fi_getname,
 // fi_setname), and the contexts of scalable endpoints.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: sending messages and tagged messages. util/ep_ops.hpp's entry
 // points check the arguments and call send / inject_small; a send picks one
 // protocol by size and peer, each a short function below:

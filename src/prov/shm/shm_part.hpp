@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/shm as a part of the linked provider's endpoints (util/ep_part.hpp).
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: peers — mapping the endpoints we send to, the senders we hear
 // from (FI_SOURCE), and the cells we put into their queues.
 #include <signal.h>

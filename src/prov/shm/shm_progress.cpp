@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: progress — draining our receive queue (one handler per opcode),
 // pushing what waits to go out, requests, and noticing peers that died.
 #include <sched.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/shm: what processes share. Every structure here lives in a
 // process-shared mapping, so: standard layout, fixed-width fields, offsets

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: the receive side — messages arriving in our queue (matched
 // against posted receives through util's matcher, or parked as unexpected),
 // fragments, the rendezvous pull and its split copy, and the matcher's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: regions (memfds reached through /proc), endpoint names
 // (abstract unix sockets), the receive queue, processes.
 #include <cpuid.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/shm: RMA. The initiator validates every access against the target
 // domain's published registration table before it moves a byte, then picks
 // one protocol:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/tcp: hosts on a network. Private declarations of the provider's
 // upper half — the endpoints, built on util's endpoint core — over the

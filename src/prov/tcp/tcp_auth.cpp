@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: SHA-256, HMAC-SHA-256, constant-time compare, random bytes.
 #include "prov/tcp/tcp_auth.hpp"
 

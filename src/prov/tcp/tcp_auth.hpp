@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/tcp: what the handshake needs to use auth_key as a shared secret
 // without sending it: SHA-256 and HMAC-SHA-256 (FIPS 180-4, RFC 2104), a

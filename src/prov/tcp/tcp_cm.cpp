@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: connection management (man fi_cm) — passive endpoints that
 // listen and raise FI_CONNREQ, and the MSG endpoint's fi_connect, fi_accept,
 // fi_reject, fi_shutdown, fi_getname/fi_getpeer, each ending in an EQ event:

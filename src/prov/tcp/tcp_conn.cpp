@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: one connection (see tcp_conn.hpp).
 #include "prov/tcp/tcp_conn.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/tcp: one TCP connection between two endpoints: the handshake state
 // machine, the send queue and the receive state machine. docs/tcp-protocol.md

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: the endpoint's transport part — opening, enabling (RDM:
 // listening), progress, closing; the connections' callbacks, dispatched by
 // opcode; requests, responses and credit.

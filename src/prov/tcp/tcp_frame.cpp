@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: the frame and handshake decoders (see tcp_frame.hpp).
 #include "prov/tcp/tcp_frame.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/tcp: decoding and encoding the wire format of tcp_proto.hpp.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: registration, attributes and addresses.
 #include <arpa/inet.h>
 #include <ifaddrs.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: messages and tagged messages. Sends go eager (the payload
 // behind the header, from the user's buffers) while the receiver's credit
 // lasts and the message fits 64 KiB, else by rendezvous: an announcement, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: connections per peer and the simultaneous-connect rule (see tcp_peers.hpp).
 #include "prov/tcp/tcp_peers.hpp"
 

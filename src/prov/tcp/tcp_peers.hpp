@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/tcp: an RDM endpoint's connections, at most one per peer, opened on
 // first use, and the rule that settles two peers connecting to each other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: the progress engine (see tcp_progress.hpp).
 #include "prov/tcp/tcp_progress.hpp"
 

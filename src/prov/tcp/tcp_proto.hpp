@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/tcp: the wire format. docs/tcp-protocol.md is the prose version.
 //

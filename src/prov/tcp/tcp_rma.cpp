@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: RMA and atomics. The initiator sends one frame (write: the
 // data from the user's buffers; read: the request; atomic: the operands);
 // the target validates every descriptor against its own registrations (key,

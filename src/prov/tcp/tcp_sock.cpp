@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/tcp: socket helpers (see tcp_sock.hpp).
 #include "prov/tcp/tcp_sock.hpp"
 

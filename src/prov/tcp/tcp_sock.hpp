@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/tcp: sockets. Thin, checked wrappers over the system calls every
 // connection needs: addresses (IPv4 and IPv6), listening on an ephemeral

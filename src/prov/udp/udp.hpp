@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/udp: unreliable datagram endpoints (FI_EP_DGRAM) over UDP/IPv4.
 // Private declarations of the provider, built on util's endpoint core.

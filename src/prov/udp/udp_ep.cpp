@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/udp: the endpoint's transport part — its socket (opened at fi_enable),
 // progress (reading datagrams), names, multicast groups (fi_join), and the
 // domain's fi_endpoint.

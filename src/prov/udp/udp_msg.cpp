@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // prov/udp: messages. A send is one sendmsg (header + the caller's iovecs,
 // straight from its buffers) and completes when the kernel took it; an
 // arriving datagram is matched against the posted receives (util's

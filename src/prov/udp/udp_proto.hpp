@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 // prov/udp: the wire format (docs/udp-protocol.md is the prose version).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * rsmapi.h: the Remote Shared Memory API (Solaris RSMAPI names, types,
  * constants and error values), implemented by weft's libweft_rsm over the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * weft's ucp.h: the UCP API of Debian's libucx-dev (UCX 1.13, whose layouts
  * are the ABI libucp.so.0 keeps) plus the UCX 1.17 additions that weft's face
