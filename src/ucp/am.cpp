@@ -39,6 +39,12 @@ void send_ats(ucp_worker* w, uint32_t ep_id, uint32_t req_id, bool error) noexce
 void hold_rx(ucp_worker* w, iface* tp, rx_buf* b, void* data) {
   b->held = true;
   if (data) w->am_held[data] = {1, b};
+  if (!tp->rx_spare.empty()) {
+    rx_buf* spare = tp->rx_spare.back();
+    tp->rx_spare.pop_back();
+    post_rx(tp, spare);
+    return;
+  }
   void* mem = aligned_alloc(64, (sizeof(rx_buf) + b->size + 63) & ~size_t{63});
   if (!mem) return;
   auto* nb = new (mem) rx_buf();
@@ -75,11 +81,30 @@ void old_am_fetched(request* r) {
     }
   }
   free(c->data);
+  ucp_ep* ep = ep_lookup(w, c->ep_id);
   delete c;
   r->aux = nullptr;
+  if (ep && ep->am_fetching) {
+    ep->am_fetching--;
+    am_drain(w, ep);
+  }
 }
 
 }  // namespace
+
+// The active messages that waited behind a fetched one, in order, up to the
+// next that must be fetched first.
+void am_drain(ucp_worker* w, ucp_ep* ep) noexcept {
+  while (!ep->am_fetching && !ep->am_later.empty() && ep->state != EP_CLOSED && !w->destroying) {
+    auto [b, len] = ep->am_later.front();
+    ep->am_later.pop_front();
+    b->held = false;
+    frame f;
+    memcpy(&f, b->data, sizeof f);
+    am_handle(w, b->tp, b, f, len, true);
+    if (!b->held) repost_rx(b->tp, b);
+  }
+}
 
 // Frames that arrived for a client endpoint before its connection completed.
 void replay_early(ucp_ep* ep) noexcept {
@@ -132,7 +157,7 @@ void frame_recv(ucp_worker* w, iface* tp, rx_buf* b, size_t len) noexcept {
         break;
       case F_AM:
       case F_AM_RTS:
-        am_handle(w, tp, b, f, len);
+        am_handle(w, tp, b, f, len, false);
         break;
       case F_AM_ATS:
         am_ats(w, f);
@@ -149,15 +174,24 @@ void frame_recv(ucp_worker* w, iface* tp, rx_buf* b, size_t len) noexcept {
         break;  // keepalive, or a frame this version does not know
     }
   }
-  if (!b->held && !w->destroying) post_rx(tp, b);
+  if (!b->held && !w->destroying) repost_rx(tp, b);
 }
 
-void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total) noexcept {
+void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total, bool in_turn) noexcept {
   size_t plen = total - sizeof(frame);
   if (f.hdr_len > plen) return;
   const uint8_t* header = b->data + sizeof(frame);
   ucp_ep* ep = ep_lookup(w, f.dst);
   if (ep && ep->remote_id != f.src) ep = nullptr;
+  if (ep && !in_turn && (ep->am_fetching || !ep->am_later.empty())) {
+    // An earlier message of this endpoint is still being fetched: this one
+    // is handled after it (am_drain), as UCX hands them over in order.
+    try {
+      ep->am_later.emplace_back(b, total);
+      hold_rx(w, tp, b, nullptr);
+      return;
+    } catch (...) {}  // no memory: handled now, out of order rather than lost
+  }
   ucp_ep* reply = (f.flags & FF_REPLY) ? ep : nullptr;
   const ucp_worker::am_handler* h = f.am_id < w->am.size() ? &w->am[f.am_id] : nullptr;
   if (h && !h->cb && !h->old_cb) h = nullptr;
@@ -218,6 +252,7 @@ void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total
     o->rkey = f.rkey;
     o->dest = ep->dest;
     op_attach(o, ep, r, false);
+    ep->am_fetching++;  // old_am_fetched counts it back, however the read ends
     int rc = issue(w, o);
     if (rc == -FI_EAGAIN)
       enqueue(ep, o);
@@ -445,7 +480,7 @@ UCP_EXPORT ucs_status_ptr_t ucp_am_recv_data_nbx(ucp_worker_h w, void* data_desc
     }
     size_t len = f.len;
     w->am_held.erase(it);
-    post_rx(b->tp, b);
+    repost_rx(b->tp, b);
     return imm_complete(w, param, st, CB_AM_DATA, len);
   }
   auto* d = static_cast<rndv_desc*>(it->second.obj);
@@ -507,7 +542,7 @@ UCP_EXPORT void ucp_am_data_release(ucp_worker_h w, void* data) {
   w->am_held.erase(it);
   switch (held.kind) {
     case 1:
-      post_rx(static_cast<rx_buf*>(held.obj)->tp, static_cast<rx_buf*>(held.obj));
+      repost_rx(static_cast<rx_buf*>(held.obj)->tp, static_cast<rx_buf*>(held.obj));
       break;
     case 2:
       free(held.obj);

@@ -76,8 +76,12 @@ void ep_free(ucp_ep* ep) noexcept {
   }
   while (!ep->reqs.empty()) ep->reqs.next->unlink();
   for (auto& e : ep->early)
-    if (!w->destroying) post_rx(e.first->tp, e.first);
+    if (!w->destroying) repost_rx(e.first->tp, e.first);
   ep->early.clear();
+  for (auto& e : ep->am_later)
+    if (!w->destroying) repost_rx(e.first->tp, e.first);
+  ep->am_later.clear();
+  ep->am_fetching = 0;
   if (ep->fail_link.linked()) ep->fail_link.unlink();
   if (ep->stream_link.linked()) ep->stream_link.unlink();
   if (ep->pidfd >= 0) close(ep->pidfd);

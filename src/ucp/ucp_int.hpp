@@ -13,6 +13,7 @@
 //   tag      -> fi_tsend/fi_trecv directly (the provider matches; sync sends
 //               carry remote CQ data and are acknowledged by a frame)
 //   RMA/AMO  -> fi_write/fi_read/fi_atomic with FI_DELIVERY_COMPLETE
+#include <deque>
 #include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
@@ -343,6 +344,8 @@ struct iface {
   std::vector<uint8_t> name;
   std::vector<rx_buf*> rx;  // every buffer this iface owns
   size_t rx_posted = 0;
+  size_t rx_target = 0;            // how many stay posted
+  std::vector<rx_buf*> rx_spare;   // owned, not posted: a held buffer came back
   std::unordered_map<std::string, fi_addr_t> av_cache;
   ~iface();
 };
@@ -439,6 +442,10 @@ struct ucp_ep {
   uint64_t client_id = 0;
   int pidfd = -1;                                       // peer on this host: liveness without traffic
   std::vector<std::pair<wucp::rx_buf*, size_t>> early;  // frames before CONNECTED (client)
+  // Active messages are handled in the order they were sent: while an old
+  // handler's rendezvous message is being fetched, later ones wait here.
+  uint32_t am_fetching = 0;
+  std::deque<std::pair<wucp::rx_buf*, size_t>> am_later;
   double last_alive = 0;
   wucp::request* close_req = nullptr;
   // ucp_ep_query transports: names valid until the endpoint closes
@@ -635,7 +642,12 @@ iface* pick_transport(ucp_worker* w, const peer_addr& pa, fi_addr_t* dest, ucs_s
 // (its lnx address names our host) and tcp for any other.
 void set_path_names(ucp_ep* ep);
 int post_rx(iface* tp, rx_buf* b) noexcept;
-void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total) noexcept;
+// A buffer the application or the face held is back: posted again, or kept
+// spare when enough are posted (hold_rx posted one in its place).
+void repost_rx(iface* tp, rx_buf* b) noexcept;
+// in_turn: the frame's earlier ones of its endpoint have been handled (am_drain).
+void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total, bool in_turn) noexcept;
+void am_drain(ucp_worker* w, ucp_ep* ep) noexcept;
 void am_ats(ucp_worker* w, const frame& f) noexcept;
 void stream_handle(ucp_worker* w, ucp_ep* ep, const uint8_t* data, size_t len) noexcept;
 void stream_fail(ucp_ep* ep, ucs_status_t st) noexcept;

@@ -406,6 +406,17 @@ int post_rx(iface* tp, rx_buf* b) noexcept {
   return static_cast<int>(rc);
 }
 
+void repost_rx(iface* tp, rx_buf* b) noexcept {
+  b->held = false;
+  if (tp->rx_posted >= tp->rx_target) {
+    try {
+      tp->rx_spare.push_back(b);
+      return;
+    } catch (...) {}
+  }
+  post_rx(tp, b);
+}
+
 namespace {
 rx_buf* new_rx(iface* tp, size_t size) {
   void* mem = aligned_alloc(64, (sizeof(rx_buf) + size + 63) & ~size_t{63});
@@ -447,6 +458,7 @@ std::unique_ptr<iface> open_iface(ucp_worker* w, domain_tp* d) {
   if (rc || len > 255) return nullptr;
   tp->name.resize(len);
   size_t sz = w->ctx->cfg.rx_buf_size;
+  tp->rx_target = rx_count;
   for (size_t i = 0; i < rx_count; i++)
     if (post_rx(tp.get(), new_rx(tp.get(), sz))) return nullptr;
   return tp;

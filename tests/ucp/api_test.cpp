@@ -944,11 +944,14 @@ TEST(ucp, active_messages) {
 // whose callback releases its request. ucp_request_release, unlike
 // ucp_request_free, keeps the callback: a face that dropped it left every
 // message past the eager size without its completion, and MPI_Win_fence
-// waiting for it forever.
+// waiting for it forever. The handler sees the messages in the order they
+// were sent, whatever their sizes, as MPICH's accumulates need (rma's
+// large_small_acc: a 64 KiB MPI_REPLACE, then 8 and 16 bytes over its
+// start, must leave the small ones' values).
 struct mpich_am {
   ucp_worker_h w = nullptr;
   ucp_ep_h ep = nullptr;
-  int received = 0, acks = 0, bad = 0;
+  int received = 0, acks = 0, bad = 0, out_of_order = 0;
 };
 mpich_am g_mpich_am;
 int g_mpich_sends_done = 0, g_mpich_acks_sent = 0, g_mpich_bad_status = 0;
@@ -995,6 +998,7 @@ ucs_status_t mpich_am_handler(void*, void* data, size_t length, ucp_ep_h, unsign
   }
   if (h.kind != 1 || length != sizeof h + h.data_sz || !same(copy.data() + sizeof h, h.data_sz, int(h.seq)))
     g_mpich_am.bad++;
+  if (h.seq != static_cast<uint32_t>(g_mpich_am.received)) g_mpich_am.out_of_order++;
   g_mpich_am.received++;
   mpich_post_ack(h.seq);  // a reply from inside the handler
   return UCS_OK;
@@ -1009,7 +1013,7 @@ TEST(ucp, am_old_api_released_requests_as_mpich_drives_it) {
     s.barrier();
     // eager, around the face's frame size (8 KiB), MPICH's eager limit
     // (16 KiB), a transpose's 40 KB and 4 MB
-    const std::vector<size_t> sizes = {0, 100, 8100, 8192, 16384, 40000, 4000000, 40000, 100};
+    const std::vector<size_t> sizes = {0, 100, 8100, 8192, 16384, 40000, 4000000, 40000, 100, 65536, 8, 16, 0};
     const int total = static_cast<int>(sizes.size());
     if (s.rank == 0) {
       std::vector<std::vector<uint8_t>> data;
@@ -1046,6 +1050,7 @@ TEST(ucp, am_old_api_released_requests_as_mpich_drives_it) {
       CK(g_mpich_acks_sent == total);
     }
     CK(g_mpich_am.bad == 0);
+    CK(g_mpich_am.out_of_order == 0);
     CK(g_mpich_bad_status == 0);
     s.barrier();
     s.fini();
