@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A peer that does not speak weft's protocol is named at first contact
-// (docs/tcp-protocol.md, "A peer that speaks another protocol"), through
-// the public API: the operations aimed at it end at once in error entries
-// whose fi_cq_strerror / fi_eq_strerror text says where it is and what it
-// is. The peer here is an imitation (a raw socket that behaves as
-// libfabric's tcp provider); tests/compat/mixed_peer.sh meets the real
-// libfabric 1.17.
+// (docs/tcp-protocol.md and docs/shm-protocol.md, "A peer that speaks
+// another protocol"), through the public API: the operations aimed at it
+// end at once in error entries whose fi_cq_strerror / fi_eq_strerror text
+// says where it is and what it is. The peers here are imitations (a raw
+// socket that behaves as libfabric's tcp provider, a /dev/shm file laid out
+// as libfabric's shm region, a weft region of another version);
+// tests/compat/mixed_peer.sh meets the real libfabric 1.17.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <rdma/fabric.h>
@@ -16,7 +18,10 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -24,6 +29,7 @@
 #include <string>
 
 #include "plain_ep.hpp"
+#include "prov/shm/shm.hpp"
 #include "util/peer_note.hpp"
 
 namespace {
@@ -182,6 +188,95 @@ TEST(ForeignPeer, TcpMsgConnectEndsInANamedEqErrorEntry) {
                                    "an answer, as libfabric's tcp provider does): is it running another libfabric?");
   for (fid* f : {&ep->fid, &cq->fid, &domain->fid, &eq->fid, &fabric->fid}) EXPECT_EQ(fi_close(f), 0);
   fi_freeinfo(info);
+}
+
+// An shm address whose name no weft endpoint holds is "not there yet"
+// (-FI_EAGAIN), unless /dev/shm holds a region of libfabric's shm provider
+// by that name whose process lives: then the send ends at once, named.
+TEST(ForeignPeer, ShmRegionOfLibfabricIsNamed) {
+  const std::string name = "wforeign_" + std::to_string(getpid()) + ":0:0";
+  const std::string path = "/dev/shm/" + name;
+  auto lay_out = [&](int32_t pid) {
+    // libfabric's smr_region starts: uint8_t version, resv; uint16_t flags; int pid.
+    unsigned char head[64] = {4, 0, 1, 0};
+    memcpy(head + 4, &pid, sizeof pid);
+    const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, head, sizeof head), static_cast<ssize_t>(sizeof head));
+    close(fd);
+  };
+  plain::endpoint e;
+  ASSERT_TRUE(e.open("shm", FI_TAGGED));
+  const std::string addr = "fi_shm://" + name;
+  const fi_addr_t to = insert(e, addr.c_str());
+  char msg[8] = "hello";
+
+  // Left behind by a process that is gone: not there yet, as before.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  lay_out(child);
+  EXPECT_EQ(fi_tsend(e.ep, msg, sizeof msg, nullptr, to, 1, msg), -FI_EAGAIN);
+
+  lay_out(getpid());
+  ASSERT_EQ(fi_tsend(e.ep, msg, sizeof msg, nullptr, to, 1, msg), 0);
+  fi_cq_err_entry err{};
+  ASSERT_TRUE(read_error(e, err, [] {}));
+  unlink(path.c_str());
+  EXPECT_EQ(err.err, EPROTO);
+  EXPECT_EQ(err.op_context, msg);
+  EXPECT_EQ(cq_text(e.cq, err), "the peer at " + addr + " does not speak weft's protocol (" + path +
+                                    " is a region of libfabric's shm provider, version 4, of process " +
+                                    std::to_string(getpid()) + "): is it running another libfabric?");
+  // Known now: the next send ends the same way without looking again.
+  ASSERT_EQ(fi_tsend(e.ep, msg, sizeof msg, nullptr, to, 1, msg), 0);
+  fi_cq_err_entry again{};
+  ASSERT_TRUE(read_error(e, again, [] {}));
+  EXPECT_EQ(again.prov_errno, err.prov_errno);
+  EXPECT_TRUE(e.close());
+}
+
+// weft's own region, of another protocol version: named with both versions.
+TEST(ForeignPeer, ShmRegionOfAnotherVersionIsNamed) {
+  namespace shm = weft::shm;
+  const std::string name = "wversion_" + std::to_string(getpid()) + ":0";
+  const std::string label = shm::region_label(name);
+  const int mfd = memfd_create(label.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(mfd, 0);
+  ASSERT_EQ(ftruncate(mfd, static_cast<off_t>(shm::region_size)), 0);
+  ASSERT_EQ(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  void* m = mmap(nullptr, shm::region_size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* h = static_cast<shm::region_hdr*>(m);
+  h->magic = shm::region_magic;
+  h->version = shm::proto_version + 1;
+  h->pid = getpid();
+  // The name, claimed as weft claims it: an abstract socket of that label.
+  const int sfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path + 1, label.data(), std::min(label.size(), sizeof sa.sun_path - 2));
+  const socklen_t slen =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::min(label.size(), sizeof sa.sun_path - 2));
+  ASSERT_EQ(bind(sfd, reinterpret_cast<sockaddr*>(&sa), slen), 0);
+  ASSERT_EQ(listen(sfd, 8), 0);
+
+  plain::endpoint e;
+  ASSERT_TRUE(e.open("shm", FI_TAGGED));
+  const std::string addr = "fi_shm://" + name;
+  const fi_addr_t to = insert(e, addr.c_str());
+  char msg[8] = "hello";
+  ASSERT_EQ(fi_tsend(e.ep, msg, sizeof msg, nullptr, to, 1, msg), 0);
+  fi_cq_err_entry err{};
+  ASSERT_TRUE(read_error(e, err, [] {}));
+  EXPECT_EQ(err.err, FI_ENOPROTOOPT);
+  EXPECT_EQ(cq_text(e.cq, err), "the peer at " + addr + " does not speak weft's protocol version " +
+                                    std::to_string(shm::proto_version) + " (its region is weft's shm protocol version " +
+                                    std::to_string(shm::proto_version + 1) + "): is it running another release of weft?");
+  EXPECT_TRUE(e.close());
+  close(sfd);
+  munmap(m, shm::region_size);
+  close(mfd);
 }
 
 TEST(PeerNote, SameWordsSameCodeAndNothingElse) {
