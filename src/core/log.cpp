@@ -26,6 +26,7 @@ namespace {
 // take is said on stderr (param_report) and the default used.
 struct log_config {
   int level = -1;  // -1: logging off (libfabric's default prints nothing)
+  bool level_given = std::getenv("FI_LOG_LEVEL") != nullptr;
   uint32_t subsys_mask = ~0u;
   std::string prov;  // empty: all providers
   bool prov_exclude = false;
@@ -87,6 +88,10 @@ bool log_enabled(fi_log_level level, fi_log_subsys subsys, const char* prov) noe
     if (match == c.prov_exclude) return false;
   }
   return true;
+}
+
+bool log_level_given() noexcept {
+  return config().level_given;
 }
 
 void log_write(fi_log_level level, fi_log_subsys subsys, const char* prov, const char* func, int line,

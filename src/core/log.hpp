@@ -7,6 +7,9 @@
 namespace weft {
 
 bool log_enabled(fi_log_level level, fi_log_subsys subsys, const char* prov) noexcept;
+// Whether FI_LOG_LEVEL is set at all (to anything): the few lines weft
+// shows by default (util/peer_note.hpp) follow the usual rules once it is.
+bool log_level_given() noexcept;
 // FI_LOG_PROV checked against the providers (from fi_getinfo, once they
 // are all registered): one no provider has is said, and every one logged.
 void log_check_settings() noexcept;

@@ -530,7 +530,8 @@ void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, s
   if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_inc(c);
 }
 
-void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept {
+void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len,
+             int prov_errno) noexcept {
   if (op_flags & flag_coll) [[unlikely]]
     return coll_tx_done(context, err ? err : FI_EIO);
   if (e.tx_cq && !(op_flags & flag_no_cq)) {
@@ -539,7 +540,7 @@ void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, i
     ee.flags = cq_flags;
     ee.len = len;
     ee.err = err;
-    ee.prov_errno = -err;
+    ee.prov_errno = prov_errno ? prov_errno : -err;
     cq_write_error(e.tx_cq, ee);
   }
   if (fid_cntr* c = tx_counter(e, cq_flags)) cntr_err_inc(c);

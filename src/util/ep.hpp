@@ -192,7 +192,9 @@ void tx_done(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, s
 // error. An operation that asked for no completion at all (fi_inject and
 // friends: flag_no_cq in op_flags) counts its error only: an error entry
 // must carry the context of the operation it ends, and it has none.
-void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len) noexcept;
+// prov_errno 0 is -err; a code from util/peer_note.hpp gives the entry its text.
+void tx_fail(endpoint& e, void* context, uint64_t cq_flags, uint64_t op_flags, int err, size_t len,
+             int prov_errno = 0) noexcept;
 // A receive ended with `n` bytes of a `size`-byte message in it (buf: the
 // multi-receive slice), or with err: success, FI_ETRUNC when n < size, or
 // the error. src is the sender (FI_SOURCE), FI_ADDR_NOTAVAIL when unknown.

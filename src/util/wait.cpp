@@ -16,6 +16,7 @@
 
 #include "util/domain.hpp"
 #include "util/fabric.hpp"
+#include "util/peer_note.hpp"
 #include "util/util.hpp"
 
 namespace weft {
@@ -506,7 +507,8 @@ int trywait(fabric& fab, fid** fids, int count) noexcept {
 }
 
 const char* completion_strerror(int prov_errno, char* buf, size_t len) noexcept {
-  const char* s = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
+  const char* s = peer_note_text(prov_errno);  // a peer named in words (util/peer_note.hpp)
+  if (!s) s = fi_strerror(prov_errno < 0 ? -prov_errno : prov_errno);
   if (!s) s = "unknown error";
   if (buf && len) {
     snprintf(buf, len, "%s", s);

@@ -237,8 +237,9 @@ bool is_eq(const fid* f) noexcept;
 bool is_cq(const fid* f) noexcept;
 bool is_cntr(const fid* f) noexcept;
 
-// Writes a printable description of `prov_errno` (a positive errno or FI_E*
-// value) into buf when given; returns buf, or a static string.
+// Writes a printable description of `prov_errno` (an errno or FI_E* value,
+// either sign, or a code from util/peer_note.hpp, whose text it is) into buf
+// when given; returns buf, or a string that stays valid.
 const char* completion_strerror(int prov_errno, char* buf, size_t len) noexcept;
 
 }  // namespace weft

@@ -11,19 +11,7 @@ build=$(cd "${1:?build dir}" && pwd)
 hello=$build/tests/bin/fi_hello
 export LD_LIBRARY_PATH=$build/lib
 source "$(dirname "$0")/../lib/ports.sh"
-T=$(mktemp -d)
-SERVER=
-cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null || true
-  rm -rf "$T"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*"
-  for f in "$T"/*; do echo "--- $f"; cat "$f"; done
-  exit 1
-}
+source "$(dirname "$0")/../lib/scratch.sh"
 
 # client PROV NODE SERVICE SECONDS NAME: the client with warnings on, which
 # must give up (exit 1); stdout in $T/NAME.out, stderr (the log) in $T/NAME.err.

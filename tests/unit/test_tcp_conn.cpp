@@ -13,6 +13,7 @@
 
 #include "common/ready_watch.hpp"
 #include "tcp_harness.hpp"
+#include "util/peer_note.hpp"
 
 namespace {
 
@@ -116,6 +117,22 @@ TEST(TcpConn, ConnectorWithoutTheKeyIsRefusedByTheAcceptor) {
   EXPECT_EQ(srv.owner.requests.size(), 1u);
 }
 
+// Our connector, and at the other end a plain socket the test speaks for
+// (an acceptor of another version, or of another protocol).
+struct raw_acceptor {
+  scoped_fd lfd;
+  sock_addr bound;
+  poller p;
+  test_owner o;
+  conn* c = nullptr;
+  scoped_fd a;  // the accepted socket
+  // Listens, connects the connector and accepts its connection.
+  bool open() {
+    return sock_listen(loopback(), 4, lfd, bound) == 0 && p.connect(o, make_cfg(), bound, nullptr, 0, &c) == 0 &&
+           run_until({&p}, [&] { return sock_accept(lfd.get(), a, nullptr, nullptr) == 0; });
+  }
+};
+
 TEST(TcpConn, WrongVersionIsRefused) {
   endpoint srv(make_cfg());
   raw_client r;
@@ -127,15 +144,9 @@ TEST(TcpConn, WrongVersionIsRefused) {
   EXPECT_TRUE(srv.owner.requests.empty());
 
   // A connector meeting an acceptor of another version fails with err_version.
-  scoped_fd lfd;
-  sock_addr bound;
-  ASSERT_EQ(sock_listen(loopback(), 4, lfd, bound), 0);
-  poller p;
-  test_owner o;
-  conn* c = nullptr;
-  ASSERT_EQ(p.connect(o, make_cfg(), bound, nullptr, 0, &c), 0);
-  scoped_fd a;
-  ASSERT_TRUE(run_until({&p}, [&] { return sock_accept(lfd.get(), a, nullptr, nullptr) == 0; }));
+  raw_acceptor ra;
+  ASSERT_TRUE(ra.open());
+  auto& [lfd, bound, p, o, c, a] = ra;
   std::vector<unsigned char> hello;
   ASSERT_TRUE(read_hs(a.get(), p, hello));
   hs_verdict v{};
@@ -144,6 +155,105 @@ TEST(TcpConn, WrongVersionIsRefused) {
   ASSERT_TRUE(send_all(a.get(), msg, n));
   ASSERT_TRUE(run_until({&p}, [&] { return o.closes == 1; }));
   EXPECT_EQ(o.closed[c], err_version);
+  // Named: which version each side speaks, and where the peer is.
+  EXPECT_EQ(c->foreign().kind, foreign_kind::weft_version);
+  EXPECT_EQ(c->foreign().version, proto_version + 1);
+  EXPECT_EQ(c->foreign_text(), "the peer at fi_sockaddr_in://" + bound.str() + " does not speak weft's protocol version " +
+                                   std::to_string(proto_version) + " (it speaks version " +
+                                   std::to_string(proto_version + 1) + "): is it running another release of weft?");
+  EXPECT_EQ(srv.l->stats().foreign, 1u);  // the acceptor counted the raw client of the first half
+}
+
+// A peer that speaks another protocol at first contact (libfabric's tcp
+// provider, or anything else) is closed and counted by the acceptor, and
+// its owner never hears of it; a proper peer is served after it.
+TEST(TcpConn, ForeignConnectorIsNamedAndClosed) {
+  endpoint srv(make_cfg());
+  // What a tcp;ofi_rxm endpoint of libfabric 1.17 sends first: its
+  // connection request (32-byte header, version 3, then 24 bytes of rxm's).
+  std::vector<unsigned char> xnet(56, 0);
+  xnet[0] = 3;
+  xnet[3] = 24;
+  xnet[24] = 1;
+  const std::string http = "GET / HTTP/1.1\r\n\r\n";
+  int n = 0;
+  for (const auto& bytes : {xnet, std::vector<unsigned char>(http.begin(), http.end())}) {
+    raw_client r;
+    ASSERT_TRUE(r.connect(srv.addr()));
+    ASSERT_TRUE(send_all(r.fd.get(), bytes.data(), bytes.size()));
+    EXPECT_TRUE(pump_eof(r.fd.get(), srv.p));
+    EXPECT_EQ(srv.l->stats().foreign, static_cast<uint64_t>(++n));
+  }
+  EXPECT_TRUE(srv.owner.requests.empty());
+  run_until({&srv.p}, [&] { return srv.l->stats().pending == 0; });
+  EXPECT_EQ(srv.l->stats().pending, 0u);
+  raw_client ok;
+  ASSERT_TRUE(ok.connect(srv.addr()));
+  EXPECT_EQ(ok.handshake(srv.p, {}), static_cast<int>(hs_kind::accept));
+}
+
+// An acceptor that reads part of our hello and closes without a word, as
+// libfabric's tcp provider does (it reads its own 32-byte header, finds
+// version 0x77 and closes): the connector's queued frames fail with
+// err_foreign, and the error entries' code names the peer in words.
+TEST(TcpConn, AcceptorThatClosesOnTheHelloIsForeign) {
+  for (const bool answer : {false, true}) {
+    raw_acceptor ra;
+    ASSERT_TRUE(ra.open());
+    auto& [lfd, bound, p, o, c, a] = ra;
+    out_frame f(100, 1);
+    EXPECT_EQ(c->send(f.e), 0);  // queued behind the handshake, which no one answers
+    unsigned char head[32];
+    ASSERT_TRUE(pump_read(a.get(), p, head, sizeof head));
+    if (answer) {
+      // Or it answers in its own protocol: a connection response, version 3.
+      unsigned char resp[32] = {3, 1};
+      ASSERT_TRUE(send_all(a.get(), resp, sizeof resp));
+    }
+    a.reset();  // the rest of the hello unread: a reset
+    ASSERT_TRUE(run_until({&p}, [&] { return o.closes == 1; }));
+    EXPECT_EQ(o.closed[c], err_foreign);
+    EXPECT_EQ(o.sent_err, std::vector<int>{err_foreign});
+    EXPECT_EQ(c->foreign().kind, answer ? foreign_kind::libfabric_tcp : foreign_kind::closed);
+    const std::string text = c->foreign_text();
+    EXPECT_EQ(text.find("the peer at fi_sockaddr_in://" + bound.str() + " does not speak weft's protocol ("), 0u)
+        << text;
+    EXPECT_NE(text.find("is it running another libfabric?"), std::string::npos) << text;
+    const int note = c->foreign_note();
+    EXPECT_GE(note, weft::peer_note_base);
+    EXPECT_EQ(c->foreign_note(), note);  // filed once
+    ASSERT_NE(weft::peer_note_text(note), nullptr);
+    EXPECT_EQ(text, weft::peer_note_text(note));
+    EXPECT_EQ(weft::peer_note(text, 0), note);  // the same words, the same code
+  }
+}
+
+// A weft listener that cannot take a connection says so (reject{busy}):
+// its connectors read "refused", never take it for a foreign peer.
+TEST(TcpConn, BusyListenerIsNotTakenForAForeignPeer) {
+  auto scfg = make_cfg();
+  scfg->max_pending = 0;  // every connection over the bound
+  endpoint srv(scfg), cli(make_cfg());
+  conn* c = nullptr;
+  ASSERT_EQ(cli.p.connect(cli.owner, cli.cfg, srv.addr(), nullptr, 0, &c), 0);
+  ASSERT_TRUE(run_until({&cli.p, &srv.p}, [&] { return cli.owner.closes == 1; }));
+  EXPECT_EQ(cli.owner.closed[c], -FI_ECONNREFUSED);
+  EXPECT_EQ(c->rejected(), reject_reason::busy);
+  EXPECT_EQ(c->foreign().kind, foreign_kind::none);
+  EXPECT_EQ(c->foreign_note(), 0);
+  EXPECT_EQ(srv.l->stats().foreign, 0u);
+  // So does an acceptor closed before it read a hello (its endpoint closing).
+  auto other = std::make_unique<endpoint>(make_cfg());
+  raw_client r;
+  ASSERT_TRUE(r.connect(other->addr()));
+  ASSERT_TRUE(run_until({&other->p}, [&] { return other->l->stats().pending == 1; }));
+  other.reset();
+  std::vector<unsigned char> m;
+  ASSERT_TRUE(read_hs(r.fd.get(), cli.p, m));
+  hs_hdr h;
+  memcpy(&h, m.data(), sizeof h);
+  EXPECT_EQ(h.kind, static_cast<uint8_t>(hs_kind::reject));
+  EXPECT_EQ(h.reason, static_cast<uint8_t>(reject_reason::busy));
 }
 
 TEST(TcpConn, EndpointTypeMismatchIsRefused) {
@@ -808,9 +918,13 @@ TEST(TcpScale, RunningOutOfDescriptorsIsAnErrorNotACrash) {
       std::vector<int> fill;
       for (int fd; (fd = dup(0)) >= 0;) fill.push_back(fd);
       for (int i = 0; i < 100; ++i) p.progress();
-      // The listener refused it (closed, not left hanging) and says why.
-      unsigned char b;
-      if (recv(waiting.fd.get(), &b, 1, MSG_DONTWAIT) != 0) code = 13;
+      // The listener refused it (reject{busy}, then closed: not left
+      // hanging, and not taken for a peer of another protocol) and says why.
+      unsigned char b[64];
+      const busy_reject& busy = busy_reject_msg();
+      if (recv(waiting.fd.get(), b, sizeof b, MSG_DONTWAIT) != static_cast<ssize_t>(busy.len) ||
+          memcmp(b, busy.bytes, busy.len) != 0 || recv(waiting.fd.get(), b, 1, MSG_DONTWAIT) != 0)
+        code = 13;
       if (l->last_error() != -FI_EMFILE || l->stats().refused < 1) code = 14;
       conn* c = nullptr;
       if (p.connect(o, cfg, l->addr(), nullptr, 0, &c) != -FI_EMFILE) code = 15;

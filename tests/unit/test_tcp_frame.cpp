@@ -513,6 +513,50 @@ TEST(TcpHandshake, RejectNeedsAReasonAndNoCredit) {
   EXPECT_EQ(hs_decode(std::vector<unsigned char>(out, out + n), 1000, d3), err_malformed);
 }
 
+// The first bytes of a peer that is not weft (or another version of it)
+// are told apart for the message that names it; weft's own, malformed or
+// not, are not "foreign".
+TEST(TcpHandshake, ForeignFirstBytesAreRecognised) {
+  // libfabric 1.17's tcp connection request, as a tcp;ofi_rxm endpoint sent it.
+  const std::vector<unsigned char> xnet = {3, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+  hs_decoder d;
+  ASSERT_EQ(hs_decode(xnet, 1000, d), err_malformed);
+  foreign_peer f = classify_foreign(d.raw(), d.raw_len());
+  EXPECT_EQ(f.kind, foreign_kind::libfabric_tcp);
+  EXPECT_EQ(f.version, 3);
+  char text[160];
+  EXPECT_STREQ(describe_foreign(f, text, sizeof text),
+               "it sent libfabric's tcp provider's connection request, cm protocol version 3");
+  auto first = [](std::vector<unsigned char> b) { return classify_foreign(b.data(), b.size()); };
+  auto xnet_as = [&](size_t at, unsigned char v) {
+    auto b = xnet;
+    b[at] = v;
+    return first(b);
+  };
+  EXPECT_EQ(xnet_as(1, 1).type, 1);                        // its answer
+  EXPECT_EQ(xnet_as(1, 6).kind, foreign_kind::libfabric_tcp);  // its rejection
+  EXPECT_EQ(xnet_as(1, 3).kind, foreign_kind::other);      // a data header is no first message
+  EXPECT_EQ(xnet_as(2, 2).kind, foreign_kind::other);      // more CM data than it allows
+  EXPECT_EQ(xnet_as(5, 1).kind, foreign_kind::other);      // a segment number
+  const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  f = first(std::vector<unsigned char>(http.begin(), http.end()));
+  EXPECT_EQ(f.kind, foreign_kind::other);
+  EXPECT_STREQ(describe_foreign(f, text, sizeof text),
+               "its first bytes, 47 45 54 20 2f 20 48 54, are not weft's handshake");
+  // weft's magic: another version is named, this one never is.
+  f = first(hello_bytes(3, proto_version + 1));
+  EXPECT_EQ(f.kind, foreign_kind::weft_version);
+  EXPECT_EQ(f.version, proto_version + 1);
+  EXPECT_STREQ(describe_foreign(f, text, sizeof text), ("it speaks version " + std::to_string(proto_version + 1)).c_str());
+  EXPECT_EQ(first(hello_bytes()).kind, foreign_kind::none);
+  auto bad_kind = hello_bytes();
+  bad_kind[10] = 0;
+  EXPECT_EQ(first(bad_kind).kind, foreign_kind::none);
+  EXPECT_EQ(classify_foreign(xnet.data(), 15).kind, foreign_kind::none);  // too little to tell
+  EXPECT_EQ(classify_foreign(nullptr, 0).kind, foreign_kind::none);
+}
+
 // ------------------------------------------------------------ auth
 TEST(TcpAuth, Sha256Vectors) {
   uint8_t out[32];

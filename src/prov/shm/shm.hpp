@@ -132,11 +132,19 @@ void region_create(mapping& m, const std::string& name);
 uint32_t region_table_slots(region_view r, int fd) noexcept;
 
 // Finding a peer's region by its endpoint name.
-enum class found { yes, absent, refused };
+enum class found { yes, absent, refused, other_version };
 // yes: `m` maps the region of the live endpoint `name`, *pid its owner;
 // absent: no such endpoint now (not enabled yet, or closed); refused: it
-// exists but cannot be mapped (another user, /proc refused, malformed).
-found open_region(const std::string& name, mapping& m, int32_t* pid) noexcept;
+// exists but cannot be mapped (another user, /proc refused, malformed);
+// other_version: weft's region of another protocol version (*version).
+found open_region(const std::string& name, mapping& m, int32_t* pid, uint32_t* version = nullptr) noexcept;
+// A region another libfabric's shm provider made for `name`: libfabric's
+// shm names its regions /dev/shm/<name>, and an address of its
+// ("fi_shm://13736:0:0") is a valid weft name. What it is, as a clause
+// ("/dev/shm/13736:0:0 is a region of libfabric's shm provider, version 4,
+// of process 13736"), or "" when there is none or its process is gone (a
+// file left behind). Cold: a few system calls.
+std::string foreign_region(const std::string& name);
 
 // getpid(), cached (reset after fork). Inline: every claim stores it.
 extern std::atomic<int32_t> cached_pid;
@@ -492,6 +500,15 @@ struct ep : endpoint {
 
   // Peers we talk to: by name, and a cache by AV index.
   std::unordered_map<std::string, std::unique_ptr<peer>> by_name;
+  // Names whose holder does not speak weft's protocol (another libfabric's
+  // region, or weft's of another version): the error entry's err and
+  // prov_errno (util/peer_note.hpp), by the name without its context
+  // suffix. Bounded: peer_note_keys_max names.
+  struct foreign_note {
+    int err;   // EPROTO (another libfabric), FI_ENOPROTOOPT (weft of another version)
+    int note;  // prov_errno
+  };
+  std::unordered_map<std::string, foreign_note> foreign;
   std::vector<peer*> by_index;
   std::vector<std::unique_ptr<peer>> retired;  // replaced peers: requests may still point at them
   // The destination of the last send that found its peer in by_index, and
@@ -586,7 +603,7 @@ extern const ep_transport transport;
 
 // ------------------------------------------------------------------ peers (shm_peer.cpp)
 // Why a destination has no peer to send to.
-enum class reach { ok, not_in_av, not_yet, gone };
+enum class reach { ok, not_in_av, not_yet, gone, foreign };
 struct peer_ref {
   peer* p;
   reach why;
@@ -665,7 +682,9 @@ bool send_cell(ep& e, peer& p, const hdr_fields& h, const void* payload, size_t 
 void send_ack(ep& e, uint32_t slot, uint64_t id, int err) noexcept;
 // A send to a destination without a peer (why != ok): -FI_EINVAL when the
 // AV does not hold it, -FI_EAGAIN while the peer is not there yet, an
-// FI_EIO completion (and 0) when it is gone.
+// FI_EIO completion (and 0) when it is gone, an EPROTO or FI_ENOPROTOOPT
+// completion whose fi_cq_strerror names the peer when it does not speak
+// weft's protocol (ep::foreign).
 ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq_flags,
                     uint64_t op_flags) noexcept;
 

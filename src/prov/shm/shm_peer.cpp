@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "prov/shm/shm.hpp"
+#include "util/peer_note.hpp"
 
 namespace weft::shm {
 
@@ -85,6 +86,27 @@ bool register_with(ep& e, peer& p) noexcept {
   return false;
 }
 
+// The holder of `name` does not speak weft's protocol: its error entries
+// say so in words (util/peer_note.hpp), and the log once. `what` is the
+// clause that says why.
+[[gnu::cold, gnu::noinline]] reach spoke_foreign(ep& e, const std::string& base, int err,
+                                                 const std::string& what) noexcept {
+  try {
+    const std::string at = shm_address(base);
+    const std::string text =
+        err == EPROTO ? "the peer at " + at + " does not speak weft's protocol (" + what +
+                            "): is it running another libfabric?"
+                      : "the peer at " + at + " does not speak weft's protocol version " +
+                            std::to_string(proto_version) + " (" + what + "): is it running another release of weft?";
+    peer_note_log("shm", "shm>" + base + "/" + what, "shm: " + text);
+    if (e.foreign.size() < static_cast<size_t>(peer_note_keys_max) || e.foreign.count(base))
+      e.foreign[base] = ep::foreign_note{err, peer_note(text, 0)};
+  } catch (...) {
+    // No memory for the words: unreachable() still fails the send.
+  }
+  return reach::foreign;
+}
+
 bool usable(const peer& p) noexcept {
   return !p.dead && p.view().hdr()->state.load(std::memory_order_acquire) == state_ready;
 }
@@ -97,17 +119,27 @@ peer_ref peer_by_name(ep& e, const std::string& name) noexcept {
   try {
     auto p = std::make_unique<peer>();
     p->name = name;
-    switch (open_region(name, p->region, &p->pid)) {
+    const std::string base = name.substr(0, name.find('#'));
+    uint32_t version = 0;
+    switch (open_region(name, p->region, &p->pid, &version)) {
       case found::yes:
         break;
       case found::absent: {
-        // Not there yet, unless we talked to it before or its process is gone.
-        const int32_t owner = pid_of_name(name.substr(0, name.find('#')));
+        // Not there yet, unless we talked to it before or its process is
+        // gone, or it is another libfabric's (checked once per name).
+        const int32_t owner = pid_of_name(base);
         const bool gone = it != e.by_name.end() || (owner && !pid_alive(owner));
-        return {nullptr, gone ? reach::gone : reach::not_yet};
+        if (gone) return {nullptr, reach::gone};
+        if (e.foreign.count(base)) return {nullptr, reach::foreign};
+        if (std::string what = foreign_region(base); !what.empty())
+          return {nullptr, spoke_foreign(e, base, EPROTO, what)};
+        return {nullptr, reach::not_yet};
       }
       case found::refused:
         return {nullptr, reach::gone};
+      case found::other_version:
+        return {nullptr, spoke_foreign(e, base, FI_ENOPROTOOPT,
+                                       "its region is weft's shm protocol version " + std::to_string(version))};
     }
     p->cma = p->view().hdr()->cma && e.cma;
     const bool registered = register_with(e, *p);
@@ -207,6 +239,16 @@ ssize_t unreachable(ep& e, fi_addr_t dest, reach why, void* context, uint64_t cq
     case reach::not_yet:
       note_absent(e, dest);
       return -FI_EAGAIN;  // as libfabric: the peer has not enabled its endpoint yet
+    case reach::foreign: {
+      if (!e.av || !e.av->lookup(dest)) return -FI_EINVAL;
+      ep::foreign_note f{EPROTO, 0};
+      try {
+        if (auto it = e.foreign.find(av_name(e, dest)); it != e.foreign.end()) f = it->second;
+      } catch (...) {
+      }
+      tx_fail(e, context, cq_flags, op_flags, f.err, 0, f.note);
+      return 0;
+    }
     default:
       if (!e.av || !e.av->lookup(dest)) return -FI_EINVAL;
       tx_fail(e, context, cq_flags, op_flags, FI_EIO, 0);

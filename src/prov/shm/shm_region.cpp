@@ -319,7 +319,7 @@ int find_memfd(int32_t pid, const std::string& label) noexcept {
 }
 }  // namespace
 
-found open_region(const std::string& name, mapping& m, int32_t* pid) noexcept {
+found open_region(const std::string& name, mapping& m, int32_t* pid, uint32_t* version) noexcept {
   try {
     bool refused = false;
     int32_t owner = name_owner(name, &refused);
@@ -329,6 +329,13 @@ found open_region(const std::string& name, mapping& m, int32_t* pid) noexcept {
     if (fd < 0 || !m.open(owner, fd, region_size, region_map_size, true))
       return pid_alive(owner) ? found::refused : found::absent;
     region_hdr* h = region_view{m.base()}.hdr();
+    if (h->magic == region_magic && h->version != proto_version) {
+      // weft's, of another version: only its first 16 bytes are read
+      // (magic, version and pid stay where they are in every version).
+      if (version) *version = h->version;
+      m.reset();
+      return found::other_version;
+    }
     // The seal keeps every byte we may touch inside the file (a region that
     // could shrink under us could fault us).
     if (h->magic != region_magic || h->version != proto_version || h->pid != owner ||
@@ -345,6 +352,33 @@ found open_region(const std::string& name, mapping& m, int32_t* pid) noexcept {
   } catch (...) {
     return found::refused;
   }
+}
+
+// libfabric's shm (prov/shm, smr_region) opens /dev/shm/<name> and starts
+// it, in every version since the first, with uint8_t version, uint8_t
+// resv, uint16_t flags, int pid: the owner.
+std::string foreign_region(const std::string& name) {
+  if (!valid_name(name)) return {};
+  const std::string path = "/dev/shm/" + name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return {};
+  unsigned char head[8];
+  struct stat st;
+  const bool read_ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= static_cast<off_t>(sizeof head) &&
+                       pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head);
+  ::close(fd);
+  if (!read_ok) return {};
+  int32_t owner;
+  memcpy(&owner, head + 4, sizeof owner);
+  if (owner <= 0 || !pid_alive(owner)) return {};  // left behind by a process that is gone
+  char what[160];
+  if (head[0] >= 1 && head[0] < 64)
+    snprintf(what, sizeof what, " is a region of libfabric's shm provider, version %u, of process %d", head[0],
+             static_cast<int>(owner));
+  else
+    snprintf(what, sizeof what, " is a region of another shared-memory provider, of process %d",
+             static_cast<int>(owner));
+  return path + what;
 }
 
 // ------------------------------------------------------------------ processes

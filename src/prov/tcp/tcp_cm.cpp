@@ -429,7 +429,9 @@ void cm_closed(ep& e, conn& c, int err) noexcept {
       // A connect that failed: refused (with the reject's data), timed out, ...
       const std::vector<uint8_t>& cm = c.peer().cm;
       const int code = err < 0 ? -err : (err ? err : FI_ECONNABORTED);
-      eq_post_error(e.eq, &e.fid_.fid, e.fid_.fid.context, 0, code, err,
+      // A peer that speaks another protocol: prov_errno's text names it.
+      const int note = c.foreign_note();
+      eq_post_error(e.eq, &e.fid_.fid, e.fid_.fid.context, 0, code, note ? note : err,
                     c.rejected() == reject_reason::app && !cm.empty() ? cm.data() : nullptr,
                     c.rejected() == reject_reason::app ? cm.size() : 0);
     }

@@ -12,6 +12,8 @@
 
 #include "prov/tcp/tcp_auth.hpp"
 #include "prov/tcp/tcp_progress.hpp"
+#include "util/addr.hpp"
+#include "util/peer_note.hpp"
 
 namespace weft::tcp {
 
@@ -82,7 +84,26 @@ conn::conn(poller& p, std::shared_ptr<const conn_config> cfg, conn_owner* owner,
       owner_knows_(connector),
       dec_(cfg_->limits) {}
 
-conn::~conn() = default;
+const busy_reject& busy_reject_msg() noexcept {
+  static const busy_reject m = [] {
+    busy_reject r{};
+    hs_verdict v{};
+    r.len = hs_encode(hs_kind::reject, reject_reason::busy, &v, nullptr, 0, r.bytes);
+    return r;
+  }();
+  return m;
+}
+
+void send_busy(int fd) noexcept {
+  const busy_reject& m = busy_reject_msg();
+  if (fd >= 0) (void)::send(fd, m.bytes, m.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+conn::~conn() {
+  // An acceptor closed before the hello was read (its endpoint closing):
+  // the connector hears that it was refused.
+  if (fd_ && !connector_ && state_ == conn_state::wait_hello) send_busy(fd_.get());
+}
 
 // ------------------------------------------------------------ states
 void conn::set_state(conn_state s) noexcept {
@@ -362,6 +383,52 @@ void conn::refuse(reject_reason reason, int err, const char* why) noexcept {
   fail(err, why);
 }
 
+// The peer's first bytes (acceptor) or its answer to our hello (connector)
+// were not weft's handshake of our version. Named in the log once per peer
+// and cause (an acceptor's peers by host: a foreign client reconnects from
+// a new port each time); the connector's owner names it in error entries.
+[[gnu::cold]] void conn::spoke_foreign(const foreign_peer& f) noexcept {
+  foreign_ = f;
+  if (stats_) ++stats_->foreign;
+  const bool version = f.kind == foreign_kind::weft_version;
+  try {
+    sock_addr host = peer_.addr;
+    if (!connector_) host.set_port(0);
+    const std::string key = std::string(connector_ ? "tcp>" : "tcp<") + host.str() + "/" +
+                            std::to_string(static_cast<int>(f.kind)) + "/" + std::to_string(f.version);
+    peer_note_log("tcp", key, "tcp: " + foreign_text());
+  } catch (...) {
+    // No memory for the words: the error codes still say it.
+  }
+  if (version && state_ == conn_state::wait_hello)
+    return refuse(reject_reason::version, err_version, "protocol version mismatch");
+  fail(version ? err_version : err_foreign,
+       version ? "protocol version mismatch" : "the peer does not speak weft's protocol");
+}
+
+std::string conn::foreign_text() const {
+  char what[160];
+  describe_foreign(foreign_, what, sizeof what);
+  const std::string at = addr::to_string(FI_SOCKADDR, peer_.addr.sa(), peer_.addr.len);
+  if (foreign_.kind == foreign_kind::weft_version)
+    return "the peer at " + at + " does not speak weft's protocol version " + std::to_string(proto_version) +
+           " (" + what + "): is it running another release of weft?";
+  return "the peer at " + at + " does not speak weft's protocol (" + what + "): is it running another libfabric?";
+}
+
+int conn::foreign_note() noexcept {
+  if (foreign_.kind == foreign_kind::none) [[likely]]
+    return 0;
+  if (!note_) {
+    try {
+      note_ = peer_note(foreign_text(), 0);
+    } catch (...) {
+      return 0;
+    }
+  }
+  return note_;
+}
+
 void conn::hs_message() noexcept {
   const hs_msg& m = hs_->dec.msg();
   const auto kind = static_cast<hs_kind>(m.hdr.kind);
@@ -457,15 +524,18 @@ void conn::hs_message() noexcept {
 }
 
 void conn::process_handshake() noexcept {
+  if (s_begin_ < s_end_) heard_ = true;
   while (s_begin_ < s_end_ && !released_ &&
          (state_ == conn_state::wait_challenge || state_ == conn_state::wait_verdict ||
           state_ == conn_state::wait_hello || state_ == conn_state::wait_proof)) {
     s_begin_ += static_cast<uint32_t>(hs_->dec.feed(stage_.get() + s_begin_, s_end_ - s_begin_));
     if (hs_->dec.failed()) {
-      const int e = hs_->dec.error();
-      if (state_ == conn_state::wait_hello && e == err_version)
-        return refuse(reject_reason::version, e, "protocol version mismatch");
-      return fail(e, hs_->dec.why());
+      // Not weft's magic, or another version of it: a peer to name. The
+      // decoder fails on those at the header, its first 16 bytes.
+      const foreign_peer f = classify_foreign(hs_->dec.raw(), hs_->dec.raw_len());
+      if (f.kind != foreign_kind::none) [[unlikely]]
+        return spoke_foreign(f);
+      return fail(hs_->dec.error(), hs_->dec.why());
     }
     if (!hs_->dec.ready()) return;
     hs_message();
@@ -597,6 +667,16 @@ int conn::read_some() noexcept {
   }
   if (n > 0) [[likely]]
     return static_cast<int>(n > INT32_MAX ? INT32_MAX : n);
+  if (hello_unanswered() && (n == 0 || errno == ECONNRESET)) [[unlikely]] {
+    // Closed on our hello with no answer at all: no weft acceptor does
+    // that (it answers, if only reject{busy} when it cannot take us), and
+    // libfabric's tcp provider does (it reads its own header's 32 bytes,
+    // finds another version and closes).
+    foreign_peer f;
+    f.kind = foreign_kind::closed;
+    spoke_foreign(f);
+    return -1;
+  }
   if (n == 0) {
     if (state_ == conn_state::closing && (shut_sent_ || (hs_ && hs_->close_after_out)))
       fail(hs_ && hs_->close_after_out ? -FI_ECONNREFUSED : 0, "closed");
@@ -640,7 +720,10 @@ int conn::poll_tx() noexcept {
     if (hs_->out_pos < hs_->out_len) return work;
     hs_->out_pos = hs_->out_len = 0;
     // The hello is out: TCP connected, the acceptor's process has it to answer.
-    if (state_ == conn_state::wait_challenge) poller_->deadline_set(this, cfg_->handshake_timeout_ms);
+    if (state_ == conn_state::wait_challenge) {
+      hello_sent_ = true;
+      poller_->deadline_set(this, cfg_->handshake_timeout_ms);
+    }
     if (hs_->close_after_out) {
       // Our reject is out: let the connector read it before the socket goes.
       ::shutdown(fd_.get(), SHUT_WR);

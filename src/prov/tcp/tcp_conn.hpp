@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "prov/tcp/tcp_frame.hpp"
@@ -130,7 +131,7 @@ public:
   // takes them with take_unsent() here and sends them on the connection that
   // is kept (tcp_peers.hpp does); any left after on_closed are failed,
   // -FI_ECONNRESET, -FI_ETIMEDOUT, -FI_EKEYREJECTED, err_version,
-  // err_malformed, ...). Queued entries were returned with on_sent before.
+  // err_foreign, err_malformed, ...). Queued entries were returned with on_sent before.
   virtual void on_closed(conn& c, int err) noexcept = 0;
 
 protected:
@@ -144,6 +145,18 @@ struct peer_info {
   std::vector<uint8_t> cm;  // cm data of its hello (acceptor) or accept/reject (connector)
   uint64_t credit = 0;      // eager bytes it granted us
 };
+
+// reject{busy}, the bytes a listener (or an acceptor closing before it
+// read a hello) sends a connection it will not take: a weft connector then
+// reads "refused", never a close it would take for a peer that does not
+// speak weft's protocol (conn::foreign()).
+struct busy_reject {
+  unsigned char bytes[sizeof(hs_hdr) + sizeof(hs_verdict)];
+  size_t len;
+};
+const busy_reject& busy_reject_msg() noexcept;
+// One non-blocking write of it: best effort.
+void send_busy(int fd) noexcept;
 
 enum class conn_state : uint8_t {
   wait_challenge,  // connector: TCP connect and hello under way, then the challenge awaited
@@ -172,6 +185,22 @@ public:
   // A connector that failed before the acceptor's first handshake message
   // because nobody answered at that address (refused, timed out, unreachable).
   bool unanswered() const noexcept { return unanswered_; }
+  // A peer that does not speak weft's protocol (or speaks another version
+  // of it), recognised at first contact: the connection failed with
+  // err_foreign (err_version), and the log named the peer (once per peer
+  // and cause, util/peer_note.hpp). kind none for every other connection.
+  //   acceptor: its first bytes were not weft's hello;
+  //   connector: its answer was not weft's, or it closed the connection on
+  //   our hello before answering anything (foreign_kind::closed; a weft
+  //   acceptor always answers, if only to refuse).
+  const foreign_peer& foreign() const noexcept { return foreign_; }
+  // The sentence that names it ("the peer at ... does not speak weft's
+  // protocol (...): is it running another libfabric?"). Throws bad_alloc.
+  std::string foreign_text() const;
+  // The prov_errno for the error entries of its operations: a code whose
+  // text fi_cq_strerror / fi_eq_strerror give (util/peer_note.hpp); 0 when
+  // the peer is not foreign. Filed on the first call (cold).
+  int foreign_note() noexcept;
   int fd() const noexcept { return fd_.get(); }
   conn_owner* owner() const noexcept { return owner_; }
   void set_owner(conn_owner* o) noexcept { owner_ = o; }
@@ -247,6 +276,10 @@ private:
   void hs_queue(hs_kind kind, reject_reason reason, const void* body, const void* cm,
                 uint16_t cm_len) noexcept;
   void refuse(reject_reason reason, int err, const char* why) noexcept;
+  void spoke_foreign(const foreign_peer& f) noexcept;
+  bool hello_unanswered() const noexcept {
+    return connector_ && state_ == conn_state::wait_challenge && hello_sent_ && !heard_;
+  }
   void compute_proof(bool acceptor, uint8_t out[proof_size]) const noexcept;
   void set_state(conn_state s) noexcept;
   void enqueue(tx_entry& e) noexcept;
@@ -272,6 +305,10 @@ private:
   bool peer_shut_ = false;   // the peer's shutdown frame arrived
   bool small_read_ = false;  // the last frame was large: read the next header with little after it
   bool unanswered_ = false;  // see unanswered()
+  bool hello_sent_ = false;  // connector: our hello is written whole
+  bool heard_ = false;       // a byte of the handshake came from the peer
+  foreign_peer foreign_;
+  int note_ = 0;             // foreign_note(), once filed
   rx_action act_ = rx_action::discard;
   reject_reason rejected_ = reject_reason::none;
   int err_ = 0;

@@ -326,10 +326,11 @@ void finish(ep& e, request* r) noexcept {
   e.requests.release(r);
 }
 
-void fail_request(ep& e, request* r, int err) noexcept {
+void fail_request(ep& e, request* r, int err, int prov_errno) noexcept {
   if (!r->err) r->err = err < 0 ? -err : err;
   r->written = r->answered = true;
-  finish(e, r);
+  tx_fail(e, r->context, r->cq_flags, r->op_flags, r->err, 0, prov_errno);
+  e.requests.release(r);
 }
 
 response* new_response(ep& e) noexcept {
@@ -483,7 +484,7 @@ void sent(ep& e, conn* c, tx_entry& t, int err) noexcept {
       auto* r = static_cast<request*>(fo.owner);
       if (c) r->c = c;
       if (err) {
-        fail_request(e, r, err);
+        fail_request(e, r, err, c ? c->foreign_note() : 0);
         return;
       }
       // A rendezvous announcement is not the message: its data frame is.
@@ -522,12 +523,13 @@ void ep_owner::on_closed(conn& c, int err) noexcept {
   // those of a connection that lost a simultaneous connect move with its
   // frames to the one kept.
   const bool crossed = c.rejected() == reject_reason::crossed;
+  const int note = c.foreign_note();
   e->requests.for_each([&](request& r) {
     if (r.c != &c) return;
     if (crossed)
       r.c = nullptr;
     else
-      fail_request(*e, &r, why);
+      fail_request(*e, &r, why, note);
   });
   if (link* lk = static_cast<link*>(c.user)) {
     forget_link(*e, *lk, why);

@@ -4,6 +4,7 @@
 
 #include <rdma/fi_atomic.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "util/atomic_ops.hpp"
@@ -438,6 +439,67 @@ size_t hs_decoder::feed(const void* p, size_t n) noexcept {
     state_ = state::done;
   }
   return used;
+}
+
+// libfabric's tcp provider (prov/tcp: tcpx, then xnet) opens a connection
+// with a struct xnet_cm_msg: an ofi_ctrl_hdr (version 1 byte, type 1 byte,
+// seg_size 2 bytes big-endian = the CM data that follows, at most 256,
+// seg_no 4 bytes = 0, conn_id, msg_id, conn_data: 32 bytes), then the data.
+// Its acceptor answers the same way (connresp, or nack to refuse).
+foreign_peer classify_foreign(const unsigned char* p, size_t n) noexcept {
+  foreign_peer f;
+  if (!p || n < sizeof(hs_hdr)) return f;
+  hs_hdr h;
+  memcpy(&h, p, sizeof h);
+  if (le(h.magic) == wire_magic) {
+    if (le(h.version) != proto_version) {
+      f.kind = foreign_kind::weft_version;
+      f.version = le(h.version);
+    }
+    return f;  // weft's own version: malformed maybe, but weft
+  }
+  const unsigned seg_size = (unsigned{p[2]} << 8) | p[3];
+  const bool ctrl_type = p[1] == 0 || p[1] == 1 || p[1] == 6;  // ofi_ctrl_connreq, _connresp, _nack
+  if (p[0] >= 1 && p[0] <= 15 && ctrl_type && seg_size <= 256 && !p[4] && !p[5] && !p[6] && !p[7]) {
+    f.kind = foreign_kind::libfabric_tcp;
+    f.version = p[0];
+    f.type = p[1];
+    return f;
+  }
+  f.kind = foreign_kind::other;
+  f.head_len = static_cast<uint8_t>(sizeof f.head);
+  memcpy(f.head, p, sizeof f.head);
+  return f;
+}
+
+const char* describe_foreign(const foreign_peer& f, char* out, size_t len) noexcept {
+  if (!out || !len) return out;
+  switch (f.kind) {
+    case foreign_kind::weft_version:
+      snprintf(out, len, "it speaks version %u", f.version);
+      break;
+    case foreign_kind::libfabric_tcp:
+      snprintf(out, len, "it sent libfabric's tcp provider's %s, cm protocol version %u",
+               f.type == 0 ? "connection request" : f.type == 1 ? "connection response" : "rejection",
+               f.version);
+      break;
+    case foreign_kind::other: {
+      int k = snprintf(out, len, "its first bytes,");
+      for (uint8_t i = 0; i < f.head_len && k > 0 && static_cast<size_t>(k) < len; ++i)
+        k += snprintf(out + k, len - static_cast<size_t>(k), " %02x", f.head[i]);
+      if (k > 0 && static_cast<size_t>(k) < len)
+        snprintf(out + k, len - static_cast<size_t>(k), ", are not weft's handshake");
+      break;
+    }
+    case foreign_kind::closed:
+      snprintf(out, len,
+               "it closed the connection on weft's hello without an answer, as libfabric's tcp provider does");
+      break;
+    default:
+      snprintf(out, len, "it speaks weft's protocol");
+      break;
+  }
+  return out;
 }
 
 size_t hs_encode(hs_kind kind, reject_reason reason, const void* body, const void* cm, uint16_t cm_len,

@@ -12,6 +12,7 @@
 // (tests/fuzz/tcp_frame_fuzz.cpp) and the corpus replay test drive them.
 #include <rdma/fi_errno.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
@@ -23,6 +24,10 @@ namespace weft::tcp {
 inline constexpr int err_malformed = -FI_EREMOTEIO;
 // The peer speaks another protocol version.
 inline constexpr int err_version = -FI_ENOPROTOOPT;
+// The peer does not speak weft's protocol at all (another libfabric, most
+// likely): see classify_foreign. EPROTO, "Protocol error" (fi_errno.h
+// leaves FI_EPROTO commented out; an error entry may carry any errno).
+inline constexpr int err_foreign = -EPROTO;
 
 // What a receiver accepts. The provider derives them from its attributes;
 // tests and the fuzzer use small ones.
@@ -148,6 +153,32 @@ private:
   hs_msg msg_{};
   alignas(8) unsigned char buf_[hs_msg_max];
 };
+
+// ------------------------------------------------------------ peers that speak something else
+// What a peer said at first contact instead of weft's handshake, for the
+// message that names it (docs/tcp-protocol.md, "A peer that speaks another
+// protocol"). Decided from the first 16 bytes, the header hs_decoder read.
+enum class foreign_kind : uint8_t {
+  none,           // weft's handshake (or too little to tell)
+  weft_version,   // weft's magic, another protocol version: `version`
+  libfabric_tcp,  // libfabric's tcp provider (xnet/tcpx): an ofi_ctrl_hdr, `version` its cm version,
+                  // `type` 0 connection request, 1 response, 6 rejection
+  other,          // anything else: its first bytes in `head`
+  closed,         // set by the connector: the connection ended on our hello, before any answer
+};
+struct foreign_peer {
+  foreign_kind kind = foreign_kind::none;
+  uint8_t type = 0;
+  uint16_t version = 0;
+  uint8_t head_len = 0;
+  unsigned char head[8] = {};
+};
+// Classifies the bytes a peer sent first (n >= sizeof(hs_hdr) for anything
+// but none). Pure.
+foreign_peer classify_foreign(const unsigned char* p, size_t n) noexcept;
+// What the peer did, as a clause ("it sent libfabric's tcp provider's
+// connection request, cm protocol version 3"); returns out.
+const char* describe_foreign(const foreign_peer& f, char* out, size_t len) noexcept;
 
 // Encodes a handshake message (host-order fields in) into out (wire
 // order); returns its length. `cm` may be null when cm_len is 0.

@@ -87,7 +87,8 @@ ssize_t send(ep& e, const iovec* iov, size_t count, fi_addr_t dest, uint64_t tag
   if (ret < 0) [[unlikely]] {
     e.requests.release(r);
     if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) return -FI_EAGAIN;
-    tx_fail(e, context, cq_flags, flags, -ret, 0);  // the connection cannot be made: an error completion
+    // The connection cannot be made: an error completion.
+    tx_fail(e, context, cq_flags, flags, -ret, 0, rt.c ? rt.c->foreign_note() : 0);
     return 0;
   }
   r->c = rt.c;

@@ -199,7 +199,8 @@ int poller::accept_some(listener& l) noexcept {
   for (int i = 0; i < accept_batch; ++i) {
     scoped_fd fd;
     sock_addr peer;
-    const int rc = sock_accept(l.fd_.get(), fd, &peer, &l.reserve_);
+    const busy_reject& busy = busy_reject_msg();
+    const int rc = sock_accept(l.fd_.get(), fd, &peer, &l.reserve_, busy.bytes, busy.len);
     if (rc == -FI_EAGAIN) return work;
     ++work;
     if (rc) {
@@ -212,7 +213,8 @@ int poller::accept_some(listener& l) noexcept {
       continue;
     }
     if (l.stats_->pending >= l.cfg_->max_pending) {
-      ++l.stats_->refused;  // too many handshakes at once: this one is closed unheard
+      ++l.stats_->refused;  // too many handshakes at once: this one is refused unheard
+      send_busy(fd.get());
       continue;
     }
     sock_nodelay(fd.get());

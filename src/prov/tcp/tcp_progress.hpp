@@ -43,6 +43,7 @@ struct poller_config {
 struct listener_stats {
   uint32_t pending = 0;  // accepted connections still in the handshake
   uint64_t refused = 0;  // connections closed at once: too many pending, or no descriptors
+  uint64_t foreign = 0;  // peers that did not speak weft's protocol (or another version of it)
 };
 
 class listener {

@@ -264,7 +264,8 @@ int open_reserve(scoped_fd& out) noexcept {
   return 0;
 }
 
-int sock_accept(int listen_fd, scoped_fd& out, sock_addr* peer, scoped_fd* reserve) noexcept {
+int sock_accept(int listen_fd, scoped_fd& out, sock_addr* peer, scoped_fd* reserve, const void* farewell,
+                size_t farewell_len) noexcept {
   for (int attempt = 0; attempt < 2; ++attempt) {
     sock_addr a;
     a.len = sizeof a.ss;
@@ -285,7 +286,10 @@ int sock_accept(int listen_fd, scoped_fd& out, sock_addr* peer, scoped_fd* reser
     if (reserve && *reserve) {
       reserve->reset();
       const int victim = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (victim >= 0) ::close(victim);
+      if (victim >= 0) {
+        if (farewell_len) (void)::send(victim, farewell, farewell_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ::close(victim);
+      }
       open_reserve(*reserve);
     }
     return -FI_EMFILE;

@@ -124,10 +124,13 @@ int sock_connect(const sock_addr& to, scoped_fd& out, const sock_addr* from = nu
 // Accepts one connection, non-blocking and close-on-exec: 0, -FI_EAGAIN
 // (none waiting), or an error. On EMFILE/ENFILE it raises the descriptor
 // limit and retries once; if that fails and `reserve` holds a spare
-// descriptor, it is closed, the waiting connection accepted and closed at
-// once (so the peer sees its connection end instead of hanging in the
-// backlog) and the spare reopened; the result is then -FI_EMFILE.
-int sock_accept(int listen_fd, scoped_fd& out, sock_addr* peer, scoped_fd* reserve) noexcept;
+// descriptor, it is closed, the waiting connection accepted, told
+// `farewell` (one non-blocking write of `farewell_len` bytes, when given)
+// and closed at once (so the peer sees its connection end instead of
+// hanging in the backlog) and the spare reopened; the result is then
+// -FI_EMFILE.
+int sock_accept(int listen_fd, scoped_fd& out, sock_addr* peer, scoped_fd* reserve,
+                const void* farewell = nullptr, size_t farewell_len = 0) noexcept;
 
 // A spare descriptor for sock_accept (/dev/null).
 int open_reserve(scoped_fd& out) noexcept;
