@@ -7,7 +7,7 @@ CMAKE_ARGS ?=
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all setup build dist demo peer-root test test-release test-asan test-tsan peer-tests compare install deb clean
+.PHONY: all setup build dist demo peer-root test test-release test-asan test-tsan peer-tests fabtests compare install deb clean
 
 all: build
 
@@ -58,11 +58,19 @@ test-tsan: setup
 
 # The field's own test suites, whole, over weft and over the real libraries
 # side by side (tests/peer): MPICH's test suite built with MPICH and with
-# Open MPI. `make test` runs their CI selection.
+# Open MPI, and libfabric 2.1's fabtests (make fabtests alone). `make test`
+# runs their CI selection.
 peer-tests: build
 	bash tests/peer/mpich_testsuite.sh $(BUILD) "" full mpich; a=$$?; \
 	bash tests/peer/mpich_testsuite.sh $(BUILD) "" full openmpi; b=$$?; \
-	[ $$a -eq 0 ] && [ $$b -eq 0 ]
+	bash tests/peer/fabtests21.sh $(BUILD) . "" full; c=$$?; \
+	[ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ]
+
+# libfabric 2.1's fabtests, every set, shm, tcp and lnx, with and without
+# libfabric's exclude lists, over weft and over Debian 13's libfabric in the
+# Debian 13 root (tests/peer/fabtests21.sh; counts in docs/fabtests.md).
+fabtests: build
+	bash tests/peer/fabtests21.sh $(BUILD) . "" full
 
 compare: build
 	bash bench/compare.sh $(BUILD)

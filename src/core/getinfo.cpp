@@ -269,9 +269,20 @@ verdict fabric_ok(const fi_fabric_attr* h, const fi_fabric_attr* p) {
 
 // Caps the application gets: the primary caps it asked for (all the
 // provider's when it asked for none), plus the provider's secondary caps.
+// A kind of operation asked for without a direction has every direction
+// the provider offers, as libfabric's providers answer (ofi_get_caps):
+// FI_MSG or FI_TAGGED without FI_SEND and FI_RECV, FI_RMA or FI_ATOMIC
+// without FI_READ, FI_WRITE, FI_REMOTE_READ and FI_REMOTE_WRITE.
+// Applications read them back (fabtests bind a counter to an endpoint with
+// info->caps & (FI_REMOTE_READ | FI_REMOTE_WRITE)).
 uint64_t grant(uint32_t version, uint64_t asked, uint64_t offered) {
   if (!(asked & primary_at(version))) return offered;
-  return (asked & offered) | (offered & secondary_at(version));
+  uint64_t caps = (asked & offered) | (offered & secondary_at(version));
+  constexpr uint64_t msg_ways = FI_SEND | FI_RECV;
+  constexpr uint64_t rma_ways = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & msg_ways)) caps |= offered & msg_ways;
+  if ((caps & (FI_RMA | FI_ATOMIC)) && !(caps & rma_ways)) caps |= offered & rma_ways;
+  return caps;
 }
 
 // Adapt a duplicated template to the hints and the caller's version.

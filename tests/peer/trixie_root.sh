@@ -46,12 +46,20 @@ unmount_under() {
   for m in $(mounts_under "$1"); do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
 }
 
+ready() {
+  [ -f "$root/.ready" ] && [ "$(cat "$root/.ready")" = "${packages[*]}" ]
+}
+
 make_root() {
   [ "$(id -u)" -eq 0 ] || skip "making the Debian 13 root needs root (debootstrap, chroot)"
+  # A root made with this list is not locked: the maker's lock would wait
+  # for every command running in the root (run holds it shared), and
+  # commands run side by side.
+  ready && return 0
   mkdir -p "$cache" || skip "cannot create $cache"
   exec 8>"$cache/trixie-root.lock"
   flock 8
-  if [ -f "$root/.ready" ] && [ "$(cat "$root/.ready")" = "${packages[*]}" ]; then
+  if ready; then
     exec 8>&-
     return 0
   fi
@@ -142,7 +150,7 @@ case ${1:-} in
     shift
     make_root
     # Shared: no one remakes the root while a command runs in it.
-    exec 8<"$cache/trixie-root.lock"
+    exec 8>>"$cache/trixie-root.lock"
     flock -s 8
     unshare --mount --propagation private "$self" __run "$@"
     ;;

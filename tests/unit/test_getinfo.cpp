@@ -327,6 +327,69 @@ TEST(Getinfo, AttrCapsAreTheManPagesOnes) {
   EXPECT_NE(l.head->tx_attr->caps & FI_MULTICAST, 0u);
 }
 
+// A kind of operation asked for without a direction comes back with every
+// direction the provider has, on the entry and on its transmit and receive
+// attributes, as libfabric's providers answer; directions asked for are
+// kept as asked. (fabtests' fi_rdm_rma_event binds its counter with
+// info->caps & (FI_REMOTE_READ | FI_REMOTE_WRITE): with none, fi_ep_bind
+// had flags 0 and failed.)
+TEST(Getinfo, OperationsAskedForWithoutDirectionHaveThemAll) {
+  constexpr uint64_t rma_ways = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  size_t seen = 0;
+  for (const char* prov : weft_test::offered_providers()) {
+    hints_ptr h;
+    h->caps = FI_MSG | FI_RMA | FI_RMA_EVENT;
+    h->ep_attr->type = FI_EP_RDM;
+    h->fabric_attr->prov_name = strdup(prov);
+    info_list l;
+    if (fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head)) continue;
+    for (fi_info* i = l.head; i; i = i->next, ++seen) {
+      SCOPED_TRACE(prov);
+      EXPECT_EQ(i->caps & (rma_ways | FI_SEND | FI_RECV), rma_ways | FI_SEND | FI_RECV)
+          << fi_tostr(&i->caps, FI_TYPE_CAPS);
+      EXPECT_EQ(i->tx_attr->caps & (FI_READ | FI_WRITE | FI_SEND), FI_READ | FI_WRITE | FI_SEND);
+      EXPECT_EQ(i->rx_attr->caps & (FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RECV),
+                FI_REMOTE_READ | FI_REMOTE_WRITE | FI_RECV);
+      EXPECT_EQ(i->caps & (FI_TAGGED | FI_ATOMIC), 0u);
+    }
+  }
+  EXPECT_GT(seen, 0u);
+  // Directions asked for are the ones granted.
+  hints_ptr h;
+  h->caps = FI_MSG | FI_SEND | FI_RMA | FI_READ;
+  h->ep_attr->type = FI_EP_RDM;
+  h->fabric_attr->prov_name = strdup("shm");
+  info_list l;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head), 0);
+  EXPECT_EQ(l.head->caps & (rma_ways | FI_SEND | FI_RECV), FI_SEND | FI_READ);
+}
+
+// An RMA event counter binds to the endpoint with the remote directions
+// fi_getinfo granted (fabtests' fi_rdm_rma_event).
+TEST(Getinfo, RmaEventCounterBindsWithTheGrantedRemoteCaps) {
+  hints_ptr h;
+  h->caps = FI_MSG | FI_RMA | FI_RMA_EVENT;
+  h->ep_attr->type = FI_EP_RDM;
+  h->fabric_attr->prov_name = strdup("shm");
+  info_list l;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h.h, &l.head), 0);
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_ep* ep = nullptr;
+  fid_cntr* cntr = nullptr;
+  ASSERT_EQ(fi_fabric(l.head->fabric_attr, &fabric, nullptr), 0);
+  ASSERT_EQ(fi_domain(fabric, l.head, &domain, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(domain, l.head, &ep, nullptr), 0);
+  fi_cntr_attr ca{};
+  ca.events = FI_CNTR_EVENTS_COMP;
+  ASSERT_EQ(fi_cntr_open(domain, &ca, &cntr, nullptr), 0);
+  EXPECT_EQ(fi_ep_bind(ep, &cntr->fid, l.head->caps & (FI_REMOTE_READ | FI_REMOTE_WRITE)), 0);
+  fi_close(&ep->fid);
+  fi_close(&cntr->fid);
+  fi_close(&domain->fid);
+  fi_close(&fabric->fid);
+}
+
 TEST(Getinfo, AddressFormats) {
   if (offered("tcp")) {
     hints_ptr h;
