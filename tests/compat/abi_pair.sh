@@ -11,8 +11,8 @@ build=${1:?build dir}
 v1=$build/tests/compat/abi_pair
 v2=$build/tests/compat/abi_pair_v2
 [ -x "$v2" ] || { echo "FAIL: $v2 is not built (Debian 13's libfabric-dev: scripts/fetch_fabric2.sh)"; exit 1; }
-objdump -T "$v2" | grep -q 'FABRIC_1.8.*fi_getinfo' || { echo "FAIL: $v2 does not bind fi_getinfo@FABRIC_1.8"; exit 1; }
-objdump -T "$v1" | grep -q 'FABRIC_1.3.*fi_getinfo' || { echo "FAIL: $v1 does not bind fi_getinfo@FABRIC_1.3"; exit 1; }
+grep -q 'FABRIC_1.8.*fi_getinfo' <<<"$(objdump -T "$v2")" || { echo "FAIL: $v2 does not bind fi_getinfo@FABRIC_1.8"; exit 1; }
+grep -q 'FABRIC_1.3.*fi_getinfo' <<<"$(objdump -T "$v1")" || { echo "FAIL: $v1 does not bind fi_getinfo@FABRIC_1.3"; exit 1; }
 export LD_LIBRARY_PATH=$build/lib
 export FI_TCP_IFACE=lo
 dir=$(mktemp -d)

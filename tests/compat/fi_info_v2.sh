@@ -13,7 +13,7 @@ fi_info=$root/usr/bin/fi_info
 fail() { echo "FAIL: $*"; exit 1; }
 export LD_LIBRARY_PATH=$build/lib
 export FI_TCP_IFACE=lo
-objdump -T "$fi_info" | grep -q 'FABRIC_1.8.*fi_getinfo' || fail "$fi_info does not bind fi_getinfo@FABRIC_1.8"
+grep -q 'FABRIC_1.8.*fi_getinfo' <<<"$(objdump -T "$fi_info")" || fail "$fi_info does not bind fi_getinfo@FABRIC_1.8"
 
 out=$("$fi_info" --version)
 grep -q '^libfabric: 2\.6\.0' <<<"$out" || fail "fi_info --version: $out"
