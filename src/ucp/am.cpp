@@ -39,20 +39,7 @@ void send_ats(ucp_worker* w, uint32_t ep_id, uint32_t req_id, bool error) noexce
 void hold_rx(ucp_worker* w, iface* tp, rx_buf* b, void* data) {
   b->held = true;
   if (data) w->am_held[data] = {1, b};
-  if (!tp->rx_spare.empty()) {
-    rx_buf* spare = tp->rx_spare.back();
-    tp->rx_spare.pop_back();
-    post_rx(tp, spare);
-    return;
-  }
-  void* mem = aligned_alloc(64, (sizeof(rx_buf) + b->size + 63) & ~size_t{63});
-  if (!mem) return;
-  auto* nb = new (mem) rx_buf();
-  nb->tp = tp;
-  nb->size = b->size;
-  nb->o.tp = tp;
-  tp->rx.push_back(nb);
-  post_rx(tp, nb);
+  replace_rx(tp, b->size);
 }
 
 struct old_am_ctx {

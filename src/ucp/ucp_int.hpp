@@ -344,8 +344,7 @@ struct iface {
   std::vector<uint8_t> name;
   std::vector<rx_buf*> rx;  // every buffer this iface owns
   size_t rx_posted = 0;
-  size_t rx_target = 0;            // how many stay posted
-  std::vector<rx_buf*> rx_spare;   // owned, not posted: a held buffer came back
+  std::vector<rx_buf*> rx_spare;  // owned, not posted: a held buffer came back
   std::unordered_map<std::string, fi_addr_t> av_cache;
   ~iface();
 };
@@ -643,8 +642,11 @@ iface* pick_transport(ucp_worker* w, const peer_addr& pa, fi_addr_t* dest, ucs_s
 void set_path_names(ucp_ep* ep);
 int post_rx(iface* tp, rx_buf* b) noexcept;
 // A buffer the application or the face held is back: posted again, or kept
-// spare when enough are posted (hold_rx posted one in its place).
+// spare when enough are posted (replace_rx posted one in its place).
 void repost_rx(iface* tp, rx_buf* b) noexcept;
+// A buffer of `size` bytes is held: a spare one, or a new one, is posted in
+// its place.
+void replace_rx(iface* tp, size_t size) noexcept;
 // in_turn: the frame's earlier ones of its endpoint have been handled (am_drain).
 void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total, bool in_turn) noexcept;
 void am_drain(ucp_worker* w, ucp_ep* ep) noexcept;

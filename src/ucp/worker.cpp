@@ -406,17 +406,6 @@ int post_rx(iface* tp, rx_buf* b) noexcept {
   return static_cast<int>(rc);
 }
 
-void repost_rx(iface* tp, rx_buf* b) noexcept {
-  b->held = false;
-  if (tp->rx_posted >= tp->rx_target) {
-    try {
-      tp->rx_spare.push_back(b);
-      return;
-    } catch (...) {}
-  }
-  post_rx(tp, b);
-}
-
 namespace {
 rx_buf* new_rx(iface* tp, size_t size) {
   void* mem = aligned_alloc(64, (sizeof(rx_buf) + size + 63) & ~size_t{63});
@@ -425,9 +414,43 @@ rx_buf* new_rx(iface* tp, size_t size) {
   b->tp = tp;
   b->size = size;
   b->o.tp = tp;
-  tp->rx.push_back(b);
+  try {
+    tp->rx.push_back(b);
+  } catch (...) {
+    b->~rx_buf();
+    free(mem);
+    throw;
+  }
   return b;
 }
+}  // namespace
+
+void repost_rx(iface* tp, rx_buf* b) noexcept {
+  b->held = false;
+  if (tp->rx_posted >= rx_count) {
+    try {
+      tp->rx_spare.push_back(b);
+      return;
+    } catch (...) {}
+  }
+  post_rx(tp, b);
+}
+
+void replace_rx(iface* tp, size_t size) noexcept {
+  if (!tp->rx_spare.empty()) {
+    rx_buf* spare = tp->rx_spare.back();
+    tp->rx_spare.pop_back();
+    post_rx(tp, spare);
+    return;
+  }
+  try {
+    post_rx(tp, new_rx(tp, size));
+  } catch (...) {
+    // No memory: one fewer posted until a held buffer comes back.
+  }
+}
+
+namespace {
 
 std::unique_ptr<iface> open_iface(ucp_worker* w, domain_tp* d) {
   auto tp = std::make_unique<iface>();
@@ -458,7 +481,6 @@ std::unique_ptr<iface> open_iface(ucp_worker* w, domain_tp* d) {
   if (rc || len > 255) return nullptr;
   tp->name.resize(len);
   size_t sz = w->ctx->cfg.rx_buf_size;
-  tp->rx_target = rx_count;
   for (size_t i = 0; i < rx_count; i++)
     if (post_rx(tp.get(), new_rx(tp.get(), sz))) return nullptr;
   return tp;
