@@ -39,6 +39,15 @@ int peer_note(std::string_view text, int fallback) noexcept {
   }
 }
 
+std::string peer_foreign_text(std::string_view at, std::string_view what, bool other_version, unsigned ours) {
+  std::string t = "the peer at ";
+  t.append(at).append(" does not speak weft's protocol");
+  if (other_version) t.append(" version ").append(std::to_string(ours));
+  t.append(" (").append(what).append("): is it running another ");
+  t.append(other_version ? "release of weft?" : "libfabric?");
+  return t;
+}
+
 const char* peer_note_text(int prov_errno) noexcept {
   if (prov_errno < peer_note_base || prov_errno >= peer_note_base + peer_notes_max) return nullptr;
   notes& n = table();

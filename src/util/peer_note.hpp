@@ -19,6 +19,7 @@
 // Both are bounded (notes_max texts, keys_max keys per process: a hostile
 // peer cannot grow them), thread-safe, and meant for connection setup or a
 // peer's first lookup: never the data path.
+#include <string>
 #include <string_view>
 
 namespace weft {
@@ -30,6 +31,13 @@ inline constexpr int peer_note_keys_max = 256;
 // The prov_errno for `text`: a code fi_cq_strerror turns back into it, or
 // `fallback` when the table is full or memory is short.
 int peer_note(std::string_view text, int fallback) noexcept;
+
+// The sentence that names such a peer: "the peer at AT does not speak
+// weft's protocol (WHAT): is it running another libfabric?", or, when it
+// speaks weft's protocol of another version (other_version), "... weft's
+// protocol version OURS (WHAT): is it running another release of weft?".
+// Throws bad_alloc.
+std::string peer_foreign_text(std::string_view at, std::string_view what, bool other_version, unsigned ours);
 
 // The text of a code from peer_note(), or nullptr for any other value.
 const char* peer_note_text(int prov_errno) noexcept;

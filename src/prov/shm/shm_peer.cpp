@@ -92,12 +92,7 @@ bool register_with(ep& e, peer& p) noexcept {
 [[gnu::cold, gnu::noinline]] reach spoke_foreign(ep& e, const std::string& base, int err,
                                                  const std::string& what) noexcept {
   try {
-    const std::string at = shm_address(base);
-    const std::string text =
-        err == EPROTO ? "the peer at " + at + " does not speak weft's protocol (" + what +
-                            "): is it running another libfabric?"
-                      : "the peer at " + at + " does not speak weft's protocol version " +
-                            std::to_string(proto_version) + " (" + what + "): is it running another release of weft?";
+    const std::string text = peer_foreign_text(shm_address(base), what, err != EPROTO, proto_version);
     peer_note_log("shm", "shm>" + base + "/" + what, "shm: " + text);
     if (e.foreign.size() < static_cast<size_t>(peer_note_keys_max) || e.foreign.count(base))
       e.foreign[base] = ep::foreign_note{err, peer_note(text, 0)};

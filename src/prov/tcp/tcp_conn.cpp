@@ -409,11 +409,8 @@ void conn::refuse(reject_reason reason, int err, const char* why) noexcept {
 std::string conn::foreign_text() const {
   char what[160];
   describe_foreign(foreign_, what, sizeof what);
-  const std::string at = addr::to_string(FI_SOCKADDR, peer_.addr.sa(), peer_.addr.len);
-  if (foreign_.kind == foreign_kind::weft_version)
-    return "the peer at " + at + " does not speak weft's protocol version " + std::to_string(proto_version) +
-           " (" + what + "): is it running another release of weft?";
-  return "the peer at " + at + " does not speak weft's protocol (" + what + "): is it running another libfabric?";
+  return peer_foreign_text(addr::to_string(FI_SOCKADDR, peer_.addr.sa(), peer_.addr.len), what,
+                           foreign_.kind == foreign_kind::weft_version, proto_version);
 }
 
 int conn::foreign_note() noexcept {
