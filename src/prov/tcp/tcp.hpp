@@ -247,8 +247,9 @@ response* new_response(ep& e) noexcept;
 int ack(ep& e, link& lk, uint64_t id, int status) noexcept;
 void give_credit(ep& e, link& lk, uint64_t bytes) noexcept;
 request* new_request(ep& e, req_kind kind, void* context, uint64_t cq_flags, uint64_t op_flags, size_t len) noexcept;
-// The request ended (written and answered, or failed): completes it.
-void finish(ep& e, request* r) noexcept;
+// The request ended (written and answered, or failed): completes it; a
+// failure's error entry carries prov_errno (0: -err).
+void finish(ep& e, request* r, int prov_errno = 0) noexcept;
 // It failed: an error entry whose prov_errno is `prov_errno` (0: -err;
 // conn::foreign_note() names a peer that does not speak weft's protocol).
 void fail_request(ep& e, request* r, int err, int prov_errno = 0) noexcept;

@@ -318,9 +318,9 @@ request* new_request(ep& e, req_kind kind, void* context, uint64_t cq_flags, uin
   return r;
 }
 
-void finish(ep& e, request* r) noexcept {
+void finish(ep& e, request* r, int prov_errno) noexcept {
   if (r->err)
-    tx_fail(e, r->context, r->cq_flags, r->op_flags, r->err, 0);
+    tx_fail(e, r->context, r->cq_flags, r->op_flags, r->err, 0, prov_errno);
   else
     tx_done(e, r->context, r->cq_flags, r->op_flags, r->len);
   e.requests.release(r);
@@ -329,8 +329,7 @@ void finish(ep& e, request* r) noexcept {
 void fail_request(ep& e, request* r, int err, int prov_errno) noexcept {
   if (!r->err) r->err = err < 0 ? -err : err;
   r->written = r->answered = true;
-  tx_fail(e, r->context, r->cq_flags, r->op_flags, r->err, 0, prov_errno);
-  e.requests.release(r);
+  finish(e, r, prov_errno);
 }
 
 response* new_response(ep& e) noexcept {
