@@ -73,7 +73,7 @@ public:
 
   unsigned char* base() const noexcept { return base_; }
   size_t size() const noexcept { return size_; }  // bytes mapped
-  int fd() const noexcept { return fd_; }  // the owner's fd, a peer's while kept, else -1
+  int fd() const noexcept { return fd_; }         // the owner's fd, a peer's while kept, else -1
 
 private:
   unsigned char* base_ = nullptr;
@@ -195,7 +195,8 @@ inline cell* queue_claim(region_view r, bool exchange = false) noexcept {
     if (exchange && (pos & (queue_cells - 1)) == short_lap) [[unlikely]] {
       if (cell* c = queue_claim_lap_end(r, pos)) return c;
       pos = q->tail.load(std::memory_order_relaxed);
-      if ((pos & (queue_cells - 1)) == short_lap) exchange = false;  // the next lap is busy: go on in this one
+      if ((pos & (queue_cells - 1)) == short_lap)
+        exchange = false;  // the next lap is busy: go on in this one
       continue;
     }
     if (static_cast<int64_t>(pos - q->limit.load(std::memory_order_acquire)) >= 0) [[unlikely]] {
@@ -485,10 +486,10 @@ struct assembly {
 // atomics, fragments and rendezvous left out. A larger message is refused
 // (-FI_EMSGSIZE); one of another protocol that arrives is refused back.
 inline constexpr size_t dgram_max = inject_max;  // max_msg_size: one cell's payload
-inline constexpr uint32_t src_inline = 256;  // FI_SOURCE cache entries inside the endpoint
+inline constexpr uint32_t src_inline = 256;      // FI_SOURCE cache entries inside the endpoint
 
 struct ep : endpoint {
-  std::string name;  // our endpoint name (address "fi_shm://<name>")
+  std::string name;    // our endpoint name (address "fi_shm://<name>")
   bool dgram = false;  // FI_EP_DGRAM
   config cfg;
   name_claim claim;
@@ -737,6 +738,21 @@ ssize_t atomic(ep& e, const atomic_call& call) noexcept;
 void handle_atomic(ep& e, cell* c) noexcept;
 void handle_atomic_resp(ep& e, cell* c) noexcept;
 int query_atomic(fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags);
+
+// shm_vma.cpp: the mapping of this process that holds a range.
+struct shared_mapping {
+  uint64_t dev = 0, ino = 0;    // its file
+  uint64_t off = 0;             // the file offset of the range's first byte
+  uint64_t start = 0, end = 0;  // the mapping
+};
+enum class vma_lookup {
+  any,         // the kernel's PROCMAP_QUERY where it has it, else as old_kernel
+  old_kernel,  // as before Linux 6.11: /proc/self/pagemap, then /proc/self/maps read whole
+};
+// Whether [addr, addr + len) lies within one readable and writable shared
+// mapping of a file in this process; fills *out when it does.
+bool shared_mapping_of(uint64_t addr, uint64_t len, shared_mapping* out,
+                       vma_lookup how = vma_lookup::any) noexcept;
 
 // shm_cma.cpp: cross-memory attach and mapped registrations.
 // Moves `len` bytes between a local and a remote iov list, starting `off`

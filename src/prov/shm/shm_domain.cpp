@@ -45,7 +45,8 @@ int shm_domain::endpoint(fi_info* info, fid_ep** out, void* context) {
     return -FI_EINVAL;
   if (info->ep_attr && info->ep_attr->type == FI_EP_DGRAM && info->ep_attr->max_msg_size > dgram_max)
     return -FI_EINVAL;
-  if (info->fabric_attr && info->fabric_attr->prov_name && !names_provider(info->fabric_attr->prov_name, "shm"))
+  if (info->fabric_attr && info->fabric_attr->prov_name &&
+      !names_provider(info->fabric_attr->prov_name, "shm"))
     return -FI_EINVAL;
   if (info->tx_attr && info->tx_attr->inject_size > inject_max) return -FI_EINVAL;
   if (info->ep_attr && ((info->ep_attr->tx_ctx_cnt > 1 && info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
@@ -90,46 +91,6 @@ shm_domain::~shm_domain() {
 }
 
 namespace {
-// The shared mapping that holds [addr, addr + len) in this process, from
-// /proc/self/maps: its file's device and inode and the file offset of addr.
-// Only a writable shared mapping that covers the whole range qualifies.
-bool shared_mapping_of(uint64_t addr, uint64_t len, uint64_t* dev, uint64_t* ino, uint64_t* off,
-                       uint64_t* start, uint64_t* end) noexcept {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::string text;
-  char buf[16384];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    const char* line = text.c_str() + pos;  // the fields end before the newline
-    pos = eol + 1;
-    unsigned long lo = 0, hi = 0, foff = 0, inode = 0;
-    unsigned maj = 0, min = 0;
-    char perms[8] = {};
-    if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &foff, &maj, &min, &inode) != 7) continue;
-    if (addr < lo || addr >= hi) continue;
-    if (addr + len > hi || len > hi - lo || inode == 0 || perms[0] != 'r' || perms[1] != 'w' ||
-        perms[3] != 's')
-      return false;
-    *dev = makedev(maj, min);
-    *ino = inode;
-    *off = foff + (addr - lo);
-    *start = lo;
-    *end = hi;
-    return true;
-  }
-  return false;
-}
-
 // A read-write fd of that file, sealed against shrinking, or -1.
 bool usable_backing(int fd, uint64_t dev, uint64_t ino) noexcept {
   struct stat st;
@@ -190,8 +151,9 @@ void attach_backing(shm_domain& sd, mr_entry& e) noexcept {
     }
     drop_backing(sd, pub);
     pub = shm_domain::published{e.seg[0].addr, e.seg[0].len, {}, SIZE_MAX};
-    uint64_t dev, ino, off, start, end;
-    if (!shared_mapping_of(e.seg[0].addr, e.seg[0].len, &dev, &ino, &off, &start, &end)) return;
+    shared_mapping m;
+    if (!shared_mapping_of(e.seg[0].addr, e.seg[0].len, &m)) return;
+    auto [dev, ino, off, start, end] = m;
     size_t idx = SIZE_MAX, free_idx = SIZE_MAX;
     for (size_t i = 0; i < sd.backings.size(); ++i) {
       if (sd.backings[i].refs && sd.backings[i].dev == dev && sd.backings[i].ino == ino) idx = i;
