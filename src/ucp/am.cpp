@@ -42,6 +42,33 @@ void hold_rx(ucp_worker* w, iface* tp, rx_buf* b, void* data) {
   replace_rx(tp, b->size);
 }
 
+// The buffer a rendezvous message for an old handler is fetched into. The
+// last one released is kept for the next message of about its size: a large
+// block fresh from malloc is mapped page by page at its first touch (for
+// 2 MiB, faults cost more than the copy), and malloc returns it to the
+// system at free.
+constexpr size_t spare_min = 64 << 10;
+
+void* am_buffer(ucp_worker* w, size_t len) noexcept {
+  if (w->am_spare && len <= w->am_spare_len && len >= w->am_spare_len / 2) {
+    void* p = w->am_spare;
+    w->am_spare = nullptr;
+    return p;
+  }
+  return malloc(len ? len : 1);
+}
+
+void am_buffer_release(ucp_worker* w, void* p, size_t len) noexcept {
+  if (!p) return;
+  if (len < spare_min || w->destroying) {
+    free(p);
+    return;
+  }
+  free(w->am_spare);
+  w->am_spare = p;
+  w->am_spare_len = len;
+}
+
 struct old_am_ctx {
   uint32_t am_id;
   uint32_t ep_id;
@@ -63,11 +90,11 @@ void old_am_fetched(request* r) {
     ucp_ep* reply = c->reply ? ep_lookup(w, c->ep_id) : nullptr;
     ucs_status_t st = h.old_cb(h.arg, c->data, c->len, reply, UCP_CB_PARAM_FLAG_DATA);
     if (st == UCS_INPROGRESS) {
-      w->am_held[c->data] = {2, c->data};
+      w->am_held[c->data] = {2, c->data, c->len};
       c->data = nullptr;
     }
   }
-  free(c->data);
+  am_buffer_release(w, c->data, c->len);
   ucp_ep* ep = ep_lookup(w, c->ep_id);
   delete c;
   r->aux = nullptr;
@@ -217,12 +244,13 @@ void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total
   if (h->old_cb) {
     // Old handlers get whole messages: fetch first, call when it is here.
     auto* c = new (std::nothrow) old_am_ctx{
-        f.am_id, ep->id, static_cast<uint32_t>(f.aux), reply != nullptr, malloc(f.len ? f.len : 1), f.len};
+        f.am_id, ep->id, static_cast<uint32_t>(f.aux), reply != nullptr, nullptr, f.len};
+    if (c) c->data = am_buffer(w, f.len);
     request* r = c && c->data ? req_alloc(w) : nullptr;
     op* o = r ? op_alloc(w) : nullptr;
     if (!o) {
       if (r) req_complete(r, UCS_ERR_NO_MEMORY);
-      if (c) free(c->data);
+      if (c) am_buffer_release(w, c->data, c->len);
       delete c;
       send_ats(w, ep->id, static_cast<uint32_t>(f.aux), true);
       return;
@@ -532,7 +560,7 @@ UCP_EXPORT void ucp_am_data_release(ucp_worker_h w, void* data) {
       repost_rx(static_cast<rx_buf*>(held.obj)->tp, static_cast<rx_buf*>(held.obj));
       break;
     case 2:
-      free(held.obj);
+      am_buffer_release(w, held.obj, held.len);
       break;
     case 3: {
       auto* d = static_cast<rndv_desc*>(held.obj);
@@ -553,5 +581,7 @@ void am_release_all(ucp_worker* w) noexcept {
     if (kv.second.kind == 4) delete[] static_cast<uint8_t*>(kv.second.obj);
   }
   w->am_held.clear();
+  free(w->am_spare);
+  w->am_spare = nullptr;
 }
 }  // namespace wucp

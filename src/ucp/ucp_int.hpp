@@ -527,10 +527,13 @@ struct ucp_worker {
   };
   std::vector<am_handler> am;
   struct held {
-    uint8_t kind;  // 1 rx_buf (eager data), 2 malloc'd block, 3 rendezvous descriptor, 4 stream chunk
+    uint8_t kind;  // 1 rx_buf (eager data), 2 fetched message (am_buffer), 3 rendezvous descriptor, 4 stream chunk
     void* obj;
+    size_t len = 0;  // kind 2: its size
   };
   std::unordered_map<void*, held> am_held;  // data pointer handed to the application
+  void* am_spare = nullptr;  // the last fetched message's buffer, kept for the next (am_buffer)
+  size_t am_spare_len = 0;
   // wakeup
   int epfd = -1, evfd = -1, tfd = -1;
   bool armed = false;
