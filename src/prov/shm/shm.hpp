@@ -383,6 +383,10 @@ struct shm_domain final : prov_domain {
 };
 // Looks up a registration in a peer domain's table (seqlock read).
 bool lookup_mr(const unsigned char* domain_base, uint64_t key, mr_entry* out) noexcept;
+// Writes the entry of `key` in the table of the domain region whose header
+// is h: e when live, else withdrawn. The caller serialises writers
+// (shm_domain::lock).
+void write_table(domain_hdr* h, mr_slot* table, uint64_t key, bool live, const mr_entry& e) noexcept;
 
 // ------------------------------------------------------------------ peers (shm_peer.cpp)
 struct ep;

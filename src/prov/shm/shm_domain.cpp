@@ -192,39 +192,64 @@ void detach_backing(shm_domain& sd, uint64_t key) noexcept {
 }  // namespace
 
 namespace {
-// Writes the table slot of `key`: entry e when live, a tombstone otherwise.
-void write_table(mr_slot* t, uint64_t key, bool live, const mr_entry& e) noexcept {
-  uint32_t start = mr_hash(key) & (mr_table_slots - 1);
-  mr_slot* tomb = nullptr;
-  for (uint32_t i = 0; i < mr_table_slots; ++i) {
-    mr_slot& s = t[(start + i) & (mr_table_slots - 1)];
-    if (s.state == 1 && s.entry.key == key) {
-      write_slot(s, live ? 1 : 2, live ? &e : nullptr);
-      return;
-    }
-    if (s.state == 2 && !tomb) tomb = &s;
-    if (s.state == 0) {
-      if (live) write_slot(tomb ? *tomb : s, 1, &e);
-      return;
-    }
-  }
-  if (live && tomb) write_slot(*tomb, 1, &e);
+// The distance from the slot `from` forward to `to`.
+uint32_t forward(uint32_t from, uint32_t to) noexcept {
+  return (to - from) & (mr_table_slots - 1);
 }
 }  // namespace
+
+// A withdrawn entry leaves a hole that the entries after it fill, each moved
+// back as far as its home slot allows, until an empty slot (deletion by
+// backward shift). Tombstones instead would pile up: registrations made and
+// withdrawn one after another (the UCP face's rendezvous sends, each with a
+// fresh key) left them faster than inserts reused them, and every insert and
+// every lookup of a missing key walked them. A lookup in another process
+// may pass a hole before an entry moves into it and reach the entry's old
+// slot after it moved on: it found nothing, but table_moves changed, and it
+// looks again (lookup_mr).
+void write_table(domain_hdr* h, mr_slot* t, uint64_t key, bool live, const mr_entry& e) noexcept {
+  constexpr uint32_t mask = mr_table_slots - 1;
+  const uint32_t start = mr_hash(key) & mask;
+  for (uint32_t i = 0; i < mr_table_slots; ++i) {
+    const uint32_t at = (start + i) & mask;
+    mr_slot& s = t[at];
+    if (s.state == 0) {
+      if (live) write_slot(s, 1, &e);
+      return;
+    }
+    if (s.entry.key != key) continue;
+    if (live) {
+      write_slot(s, 1, &e);
+      return;
+    }
+    uint32_t hole = at;
+    for (uint32_t j = (hole + 1) & mask; j != at && t[j].state != 0; j = (j + 1) & mask) {
+      // The entry at j may move to the hole if its home is not after it.
+      const uint32_t home = mr_hash(t[j].entry.key) & mask;
+      if (forward(home, j) < forward(hole, j)) continue;
+      write_slot(t[hole], 1, &t[j].entry);
+      h->table_moves.fetch_add(1, std::memory_order_acq_rel);
+      hole = j;
+    }
+    write_slot(t[hole], 0, nullptr);
+    return;
+  }
+}
 
 void shm_domain::mr_changed(uint64_t key) noexcept {
   std::lock_guard g(lock);
   mr_entry e;
   bool live = dom.mrs && dom.mrs->find(key, &e);
   if (live) attach_backing(*this, e);
-  write_table(table(region.base()), key, live, e);
+  write_table(reinterpret_cast<domain_hdr*>(region.base()), table(region.base()), key, live, e);
   // A withdrawn registration's backing fd closes only once no initiator can
   // read it from the table any more.
   if (!live) detach_backing(*this, key);
 }
 
-bool lookup_mr(const unsigned char* base, uint64_t key, mr_entry* out) noexcept {
-  const mr_slot* t = reinterpret_cast<const mr_slot*>(base + domain_table_off);
+namespace {
+// One pass over the probe sequence of `key`.
+bool probe(const mr_slot* t, uint64_t key, mr_entry* out) noexcept {
   uint32_t start = mr_hash(key) & (mr_table_slots - 1);
   for (uint32_t i = 0; i < mr_table_slots; ++i) {
     const mr_slot& s = t[(start + i) & (mr_table_slots - 1)];
@@ -236,12 +261,26 @@ bool lookup_mr(const unsigned char* base, uint64_t key, mr_entry* out) noexcept 
       // The release RMW keeps the copies above before the re-check.
       if (const_cast<mr_slot&>(s).seq.fetch_add(0, std::memory_order_acq_rel) != seq) continue;
       if (state == 0) return false;
-      if (state == 1 && e.key == key) {
+      if (e.key == key) {
         *out = e;
         return true;
       }
       break;
     }
+  }
+  return false;
+}
+}  // namespace
+
+bool lookup_mr(const unsigned char* base, uint64_t key, mr_entry* out) noexcept {
+  auto* h = const_cast<domain_hdr*>(reinterpret_cast<const domain_hdr*>(base));
+  const mr_slot* t = reinterpret_cast<const mr_slot*>(base + domain_table_off);
+  // An entry found is right whenever it was read; nothing found is right
+  // only if no entry moved meanwhile (write_table).
+  for (int pass = 0; pass < 100; ++pass) {
+    uint64_t moves = h->table_moves.load(std::memory_order_acquire);
+    if (probe(t, key, out)) return true;
+    if (h->table_moves.fetch_add(0, std::memory_order_acq_rel) == moves) return false;
   }
   return false;
 }

@@ -41,7 +41,7 @@ namespace weft::shm {
 inline constexpr size_t cacheline = 64;
 inline constexpr uint64_t region_magic = 0x316d687374666577ULL;  // "weftshm1"
 inline constexpr uint64_t domain_magic = 0x316d6f6474666577ULL;  // "weftdom1"
-inline constexpr uint32_t proto_version = 11;
+inline constexpr uint32_t proto_version = 12;
 
 inline constexpr size_t name_max = 64;            // an endpoint name, NUL included
 inline constexpr size_t inject_max = 4096;        // payload bytes in one cell
@@ -326,11 +326,14 @@ inline constexpr size_t region_map_size = region_table_bytes(peer_slots_max);
 static_assert(region_split_off % cacheline == 0 && region_queue_off % (2 * cacheline) == 0 &&
               region_peers_off % cacheline == 0);
 
-// The domain region's registration table: open addressing by key, each slot
-// guarded by a sequence lock (odd while being written).
+// The domain region's registration table: open addressing by key with
+// linear probing, each slot guarded by a sequence lock (odd while being
+// written). A withdrawn entry leaves no tombstone: the entries after it move
+// back into the hole (domain_hdr::table_moves counts the moves, so that a
+// lookup that found nothing while one happened looks again).
 struct mr_slot {
   std::atomic<uint64_t> seq;
-  uint32_t state;  // 0 never used, 1 live, 2 removed (a tombstone)
+  uint32_t state;  // 0 empty, 1 live
   uint32_t reserved;
   mr_entry entry;
 };
@@ -344,7 +347,8 @@ struct alignas(cacheline) domain_hdr {
   uint32_t reserved0;
   uint64_t size;
   uint64_t table_off;
-  uint64_t reserved[3];
+  std::atomic<uint64_t> table_moves;  // entries moved back in the table so far
+  uint64_t reserved[2];
 };
 static_assert(sizeof(domain_hdr) == cacheline);
 inline constexpr size_t domain_table_off = sizeof(domain_hdr);
