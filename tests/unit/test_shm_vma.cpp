@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -26,8 +27,9 @@ const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
 bool lookup(const void* p, size_t len, shared_mapping* out) {
   shared_mapping fast{}, text{};
   auto a = reinterpret_cast<uintptr_t>(p);
-  bool f = shared_mapping_of(a, len, &fast, vma_lookup::any);
-  bool t = shared_mapping_of(a, len, &text, vma_lookup::old_kernel);
+  static weft::shm::vma_source src;
+  bool f = shared_mapping_of(src, a, len, &fast, vma_lookup::any);
+  bool t = shared_mapping_of(src, a, len, &text, vma_lookup::old_kernel);
   EXPECT_EQ(f, t) << "the lookups disagree at " << p << " + " << len;
   if (f && t) {
     EXPECT_EQ(fast.dev, text.dev);
@@ -121,6 +123,25 @@ TEST(ShmVma, PrivateMemoryIsRefused) {
   // Nothing mapped at all.
   munmap(anon, 4 * page);
   EXPECT_FALSE(lookup(anon, page, &s));
+}
+
+TEST(ShmVma, ChildAfterForkLooksAtItsOwnMappings) {
+  memfd_map before(2 * page, 0, 2 * page, PROT_READ | PROT_WRITE);
+  ASSERT_NE(before.p, nullptr);
+  shared_mapping s{};
+  ASSERT_TRUE(lookup(before.p, page, &s));  // the kept fd is the parent's now
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // a mapping only the child has: the parent's /proc/PID/maps would not know it
+    memfd_map mine(2 * page, 0, 2 * page, PROT_READ | PROT_WRITE);
+    shared_mapping c{};
+    bool ok = mine.p && lookup(mine.p, page, &c) && c.start == reinterpret_cast<uintptr_t>(mine.p);
+    _exit(ok && !::testing::Test::HasFailure() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
 }  // namespace

@@ -348,6 +348,31 @@ struct config {
 config read_config();
 
 // Per-domain state: the published registration table.
+// shm_vma.cpp: the mapping of this process that holds a range.
+struct shared_mapping {
+  uint64_t dev = 0, ino = 0;    // its file
+  uint64_t off = 0;             // the file offset of the range's first byte
+  uint64_t start = 0, end = 0;  // the mapping
+};
+enum class vma_lookup {
+  any,         // the kernel's PROCMAP_QUERY where it has it, else as old_kernel
+  old_kernel,  // as before Linux 6.11: /proc/self/pagemap, then /proc/self/maps read whole
+};
+// /proc/self/maps kept open between lookups (opening it costs more than
+// PROCMAP_QUERY itself). One user at a time.
+struct vma_source {
+  int fd = -1;
+  pid_t pid = 0;  // the process it was opened in: a child after fork opens its own
+  vma_source() = default;
+  vma_source(const vma_source&) = delete;
+  vma_source& operator=(const vma_source&) = delete;
+  ~vma_source();
+};
+// Whether [addr, addr + len) lies within one readable and writable shared
+// mapping of a file in this process; fills *out when it does.
+bool shared_mapping_of(vma_source& src, uint64_t addr, uint64_t len, shared_mapping* out,
+                       vma_lookup how = vma_lookup::any) noexcept;
+
 struct shm_domain final : prov_domain {
   explicit shm_domain(domain& d);
   ~shm_domain() override;
@@ -378,6 +403,7 @@ struct shm_domain final : prov_domain {
   std::vector<backing> backings;
   std::unordered_map<uint64_t, published> by_key;  // registrations looked at
   uint32_t next_gen = 1;
+  vma_source vmas;  // under `lock`
 
   static shm_domain& of(domain& d) noexcept { return static_cast<shm_domain&>(*d.pd); }
 };
@@ -742,21 +768,6 @@ ssize_t atomic(ep& e, const atomic_call& call) noexcept;
 void handle_atomic(ep& e, cell* c) noexcept;
 void handle_atomic_resp(ep& e, cell* c) noexcept;
 int query_atomic(fi_datatype dt, fi_op op, fi_atomic_attr* attr, uint64_t flags);
-
-// shm_vma.cpp: the mapping of this process that holds a range.
-struct shared_mapping {
-  uint64_t dev = 0, ino = 0;    // its file
-  uint64_t off = 0;             // the file offset of the range's first byte
-  uint64_t start = 0, end = 0;  // the mapping
-};
-enum class vma_lookup {
-  any,         // the kernel's PROCMAP_QUERY where it has it, else as old_kernel
-  old_kernel,  // as before Linux 6.11: /proc/self/pagemap, then /proc/self/maps read whole
-};
-// Whether [addr, addr + len) lies within one readable and writable shared
-// mapping of a file in this process; fills *out when it does.
-bool shared_mapping_of(uint64_t addr, uint64_t len, shared_mapping* out,
-                       vma_lookup how = vma_lookup::any) noexcept;
 
 // shm_cma.cpp: cross-memory attach and mapped registrations.
 // Moves `len` bytes between a local and a remote iov list, starting `off`

@@ -152,7 +152,7 @@ void attach_backing(shm_domain& sd, mr_entry& e) noexcept {
     drop_backing(sd, pub);
     pub = shm_domain::published{e.seg[0].addr, e.seg[0].len, {}, SIZE_MAX};
     shared_mapping m;
-    if (!shared_mapping_of(e.seg[0].addr, e.seg[0].len, &m)) return;
+    if (!shared_mapping_of(sd.vmas, e.seg[0].addr, e.seg[0].len, &m)) return;
     auto [dev, ino, off, start, end] = m;
     size_t idx = SIZE_MAX, free_idx = SIZE_MAX;
     for (size_t i = 0; i < sd.backings.size(); ++i) {

@@ -2,7 +2,8 @@
 // prov/shm: which mapping of this process holds a registered range, to
 // publish its shared backing (see attach_backing in shm_domain.cpp).
 // Asked at every registration, so it must be cheap: the kernel answers one
-// address with PROCMAP_QUERY (Linux 6.11); older kernels only print
+// address with PROCMAP_QUERY (Linux 6.11) on an fd of /proc/self/maps kept
+// open (vma_source); older kernels only print
 // /proc/self/maps whole, a line per mapping (100 us and more in an MPI
 // process), so there a page of private anonymous memory, which most buffers
 // are, is recognised first from one entry of /proc/self/pagemap.
@@ -54,16 +55,25 @@ answer judge(uint64_t addr, uint64_t len, uint64_t start, uint64_t end, bool rw_
   return answer::yes;
 }
 
-answer by_query(uint64_t addr, uint64_t len, shared_mapping* out) noexcept {
+// The source's fd, opened in this process.
+int maps_fd(vma_source& src) noexcept {
+  pid_t me = getpid();
+  if (src.fd >= 0 && src.pid == me) return src.fd;
+  if (src.fd >= 0) close(src.fd);
+  src.fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  src.pid = me;
+  return src.fd;
+}
+
+answer by_query(vma_source& src, uint64_t addr, uint64_t len, shared_mapping* out) noexcept {
   if (no_query.load(std::memory_order_relaxed)) return answer::unknown;
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  int fd = maps_fd(src);
   if (fd < 0) return answer::unknown;
   procmap_query q{};
   q.size = sizeof q;
   q.query_addr = addr;  // no flags: the mapping that covers addr, or ENOENT
   int rc = ioctl(fd, procmap_query_ioctl, &q);
   int err = errno;
-  close(fd);
   if (rc != 0) {
     if (err == ENOENT) return answer::no;  // nothing is mapped at addr
     if (err == ENOTTY || err == EINVAL) no_query.store(true, std::memory_order_relaxed);
@@ -123,9 +133,14 @@ answer by_text(uint64_t addr, uint64_t len, shared_mapping* out) noexcept {
 
 }  // namespace
 
-bool shared_mapping_of(uint64_t addr, uint64_t len, shared_mapping* out, vma_lookup how) noexcept {
+vma_source::~vma_source() {
+  if (fd >= 0) close(fd);
+}
+
+bool shared_mapping_of(vma_source& src, uint64_t addr, uint64_t len, shared_mapping* out,
+                       vma_lookup how) noexcept {
   if (how == vma_lookup::any) {
-    answer a = by_query(addr, len, out);
+    answer a = by_query(src, addr, len, out);
     if (a != answer::unknown) return a == answer::yes;
   }
   if (private_anon_page(addr)) return false;
