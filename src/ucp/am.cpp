@@ -12,6 +12,7 @@ namespace wucp {
 namespace {
 
 constexpr uint32_t rndv_magic = 0x52444e56;  // "RDNV"
+constexpr size_t am_inject_max = 4096;       // the stack copy of an injected AM frame
 
 // What the application gets as data with UCP_AM_RECV_ATTR_FLAG_RNDV.
 struct rndv_desc {
@@ -243,8 +244,8 @@ void am_handle(ucp_worker* w, iface* tp, rx_buf* b, const frame& f, size_t total
   }
   if (h->old_cb) {
     // Old handlers get whole messages: fetch first, call when it is here.
-    auto* c = new (std::nothrow) old_am_ctx{
-        f.am_id, ep->id, static_cast<uint32_t>(f.aux), reply != nullptr, nullptr, f.len};
+    auto* c = new (std::nothrow)
+        old_am_ctx{f.am_id, ep->id, static_cast<uint32_t>(f.aux), reply != nullptr, nullptr, f.len};
     if (c) c->data = am_buffer(w, f.len);
     request* r = c && c->data ? req_alloc(w) : nullptr;
     op* o = r ? op_alloc(w) : nullptr;
@@ -373,7 +374,22 @@ ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hle
   if (eager) {
     f.type = F_AM;
     // Sent from a copy: the application's buffers are free at return, as
-    // with UCX's short and bcopy protocols.
+    // with UCX's short and bcopy protocols. A frame the provider injects
+    // is copied on the stack: no allocation, no completion to reap (an AM
+    // is not something ucp_ep_flush waits for).
+    const size_t total = sizeof f + hlen + v.length;
+    if (total <= ep->tp->inject && total <= am_inject_max && ep->state == EP_CONNECTED &&
+        ep->pending.empty()) {
+      alignas(16) uint8_t buf[am_inject_max];
+      f.dst = ep->remote_id;
+      f.src = ep->id;
+      memcpy(buf, &f, sizeof f);
+      if (hlen) memcpy(buf + sizeof f, header, hlen);
+      if (v.length) memcpy(buf + sizeof f + hlen, buffer, v.length);
+      ssize_t rc = fi_inject(ep->tp->ep, buf, total, ep->dest);
+      if (rc == 0) return want_req ? imm_complete(w, p, UCS_OK, CB_SEND_NBX) : nullptr;
+      if (rc != -FI_EAGAIN) return UCS_STATUS_PTR(from_fi(static_cast<int>(rc)));
+    }
     int rc = send_frame(ep, f, header, hlen, buffer, v.length, nullptr, true);
     if (rc < 0) return UCS_STATUS_PTR(from_fi(rc));
     if (!want_req) return nullptr;
