@@ -642,9 +642,12 @@ else
   note "gnuplot not installed (gnuplot-nox): no plots"
 fi
 
-# The UCP face's rows (ucp-perf over UCX and weft, MPICH ping-pong): UCP=0 skips.
+# The UCP face's rows (ucp-perf over UCX and weft, MPICH ping-pong; active
+# messages and MPI accumulates): UCP=0 skips.
 if [ "${UCP:-1}" != 0 ] && [ -e "$build/lib/libucp.so.0" ]; then
   bash "$root/bench/ucp_compare.sh" "$build" "${UCP_ROUNDS:-3}" | sed '1s/^# /## /' >>"$out/README.md" || note "ucp_compare.sh failed"
+  bash "$root/bench/ucp_am_compare.sh" "$build" "${UCP_ROUNDS:-3}" | sed '1s/^# /## /' >>"$out/README.md" ||
+    note "ucp_am_compare.sh failed"
 fi
 
 # The linked provider's rows (lnx beside shm and tcp alone, MPI ping-pongs

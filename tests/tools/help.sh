@@ -19,9 +19,9 @@ fail() {
   failed=1
 }
 
-# The tools the README and docs name must be there (mpi-pingpong and
-# ucp-perf need MPICH and UCX's headers, which scripts/setup.sh installs).
-for t in weft-perf rsm-perf ucp-perf mpi-pingpong cacheline-pingpong tcp-pingpong; do
+# The tools the README and docs name must be there (mpi-pingpong,
+# mpi-accumulate and ucp-perf need MPICH and UCX's headers, which scripts/setup.sh installs).
+for t in weft-perf rsm-perf ucp-perf mpi-pingpong mpi-accumulate cacheline-pingpong tcp-pingpong; do
   [ -x "$build/bin/$t" ] || { echo "FAIL: build/bin/$t is missing"; failed=1; }
 done
 
@@ -63,6 +63,9 @@ bad ucp-perf -w 0
 bad ucp-perf -t no_such_test
 bad mpi-pingpong eight
 bad mpi-pingpong 8 100 extra
+bad mpi-accumulate 7
+bad mpi-accumulate 16 2
+bad mpi-accumulate 16 1 0
 bad cacheline-pingpong 0
 bad cacheline-pingpong 0 1 none
 bad cacheline-pingpong 0 1 1000 100
