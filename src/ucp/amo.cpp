@@ -50,7 +50,7 @@ ucs_status_ptr_t amo_post(ucp_ep* ep, ucp_atomic_op_t opc, const void* value, si
   worker_guard g(w);
   if (ep->state >= EP_FAILED)
     return UCS_STATUS_PTR(ep->state == EP_FAILED ? ep->fail_status : UCS_ERR_NOT_CONNECTED);
-  if (rkey->ep != ep) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
+  if (rkey->ep != ep || !rkey->holds(raddr, size)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   if (!ep->tp->d->atomics) return UCS_STATUS_PTR(UCS_ERR_UNSUPPORTED);
   op* o = op_alloc(w);
   if (!o) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);

@@ -84,6 +84,7 @@ ucs_status_ptr_t rma_post(ucp_ep* ep, bool write, void* buf, size_t len, uint64_
     return UCS_STATUS_PTR(UCS_ERR_UNSUPPORTED);
   if (p && (p->op_attr_mask & UCP_OP_ATTR_FIELD_DATATYPE)) len *= p->datatype >> UCP_DATATYPE_SHIFT;
   if (!len) return nbi ? UCS_STATUS_PTR(UCS_OK) : imm_complete(w, p, UCS_OK, CB_SEND_NBX);
+  if (!rkey->holds(raddr, len)) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   op* o = op_alloc(w);
   if (!o) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   o->type = write ? OP_WRITE : OP_READ;

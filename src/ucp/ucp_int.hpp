@@ -423,6 +423,7 @@ struct ucp_ep {
   wucp::link reqs;      // requests in flight (send side)
   size_t inflight = 0;  // ops (issued or queued) that a flush waits for
   size_t issued = 0;    // of those, handed to the provider
+  ucs_status_t nbi_error = UCS_OK;  // the first failure of one without a request since the last flush
   uint32_t fence_epoch = 0;
   bool on_pend_list = false;
   bool ka_inflight = false;
@@ -458,6 +459,11 @@ struct ucp_rkey {
   uint64_t len = 0;
   bool virt = true;
   uint8_t kind = 0;
+  // Whether [raddr, raddr + n) lies in the remote region: what the target's
+  // provider would check, told at the call rather than at completion.
+  bool holds(uint64_t raddr, uint64_t n) const noexcept {
+    return raddr >= base && n <= len && raddr - base <= len - n;
+  }
 };
 
 struct ucp_mem {
@@ -551,6 +557,7 @@ struct ucp_worker {
   double ka_last = 0;
   size_t peer_mode_eps = 0;
   size_t inflight = 0;
+  ucs_status_t nbi_error = UCS_OK;  // as ucp_ep::nbi_error, for ucp_worker_flush
   size_t lingering = 0;  // close frames not completed yet (send_close_frame)
   std::vector<wucp::request*> flushes;
   bool destroying = false;
@@ -616,6 +623,13 @@ void op_pool_grow(ucp_worker* w) noexcept;
 void op_attach(op* o, ucp_ep* ep, request* r, bool counts) noexcept;
 void op_finish(ucp_worker* w, op* o, ucs_status_t st) noexcept;  // detach from ep/req, update flush, free
 void req_op_done(request* r, ucs_status_t st) noexcept;
+// What a flush reports of the failures of operations without a request
+// (ucp_ep::nbi_error), which it clears.
+inline ucs_status_t take_nbi_error(ucs_status_t& e) noexcept {
+  ucs_status_t st = e;
+  e = UCS_OK;
+  return st;
+}
 unsigned progress(ucp_worker* w) noexcept;
 unsigned progress_full(ucp_worker* w) noexcept;
 void bury(ucp_worker* w) noexcept;

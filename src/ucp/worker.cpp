@@ -92,6 +92,12 @@ void op_finish(ucp_worker* w, op* o, ucs_status_t st) noexcept {
   }
   request* r = o->req;
   bool counted = o->flags & OPF_COUNTS;
+  // A failed operation without a request (ucp_put_nbi, an injected put)
+  // has nobody to tell but the next flush.
+  if (counted && !r && st != UCS_OK && st != UCS_ERR_CANCELED) {
+    if (ep && ep->nbi_error == UCS_OK) ep->nbi_error = st;
+    if (w->nbi_error == UCS_OK) w->nbi_error = st;
+  }
   op_free(w, o);
   if (r) req_op_done(r, st);
   if (counted) check_flushes(w, ep);
@@ -102,14 +108,16 @@ void check_flushes(ucp_worker* w, ucp_ep* ep) noexcept {
     if (!ep->flushes.empty()) {
       auto fl = std::move(ep->flushes);
       ep->flushes.clear();
-      for (request* r : fl) req_complete(r, ep->state == EP_FAILED ? ep->fail_status : UCS_OK);
+      ucs_status_t st = ep->state == EP_FAILED ? ep->fail_status : take_nbi_error(ep->nbi_error);
+      for (request* r : fl) req_complete(r, st);
     }
     if (ep->close_stage) ep_close_progress(ep);
   }
   if (!w->inflight && !w->flushes.empty()) {
     auto fl = std::move(w->flushes);
     w->flushes.clear();
-    for (request* r : fl) req_complete(r, UCS_OK);
+    ucs_status_t st = take_nbi_error(w->nbi_error);
+    for (request* r : fl) req_complete(r, st);
   }
 }
 
@@ -1183,7 +1191,7 @@ UCP_EXPORT ucs_status_ptr_t ucp_worker_flush_nbx(ucp_worker_h w, const ucp_reque
   if (!w) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   worker_guard g(w);
   progress(w);
-  if (!w->inflight) return imm_complete(w, param, UCS_OK, CB_SEND_NBX);
+  if (!w->inflight) return imm_complete(w, param, take_nbi_error(w->nbi_error), CB_SEND_NBX);
   request* r = req_from_param(w, param);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   r->kind = RK_FLUSH;

@@ -1372,6 +1372,62 @@ TEST(ucp, rma_put_get_every_form) {
   });
 }
 
+// An access past the remote region is refused at the call; an operation
+// without a request that fails later (the target withdrew its region) is
+// reported by the next flush of its endpoint and of its worker, once: it is
+// never lost silently.
+TEST(ucp, rma_out_of_region_and_failed_nbi_are_reported) {
+  two([](side& s) {
+    s.init();
+    s.connect();
+    enum { LEN = 64 << 10 };
+    void* local = nullptr;
+    remote_region rr = share(s, &local, LEN, true);
+    s.barrier();
+    if (s.rank == 0) {
+      std::vector<uint8_t> src(2 * LEN);
+      fill(src.data(), src.size(), 43);
+      ucp_request_param_t p = send_param();
+      // past the end, before the start, and straddling the end
+      CK(ucp_put_nbi(s.ep, src.data(), LEN + 4096, rr.addr, rr.rkey) == UCS_ERR_INVALID_PARAM);
+      CK(ucp_get_nbi(s.ep, src.data(), 8, rr.addr - 8, rr.rkey) == UCS_ERR_INVALID_PARAM);
+      CK(s.wait(ucp_put_nbx(s.ep, src.data(), 16, rr.addr + LEN - 8, rr.rkey, &p)) == UCS_ERR_INVALID_PARAM);
+      uint64_t v = 1;
+      ucp_request_param_t a{};
+      a.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+      a.datatype = ucp_dt_make_contig(8);
+      CK(s.wait(ucp_atomic_op_nbx(s.ep, UCP_ATOMIC_OP_ADD, &v, 1, rr.addr + LEN, rr.rkey, &a)) ==
+         UCS_ERR_INVALID_PARAM);
+      // the last byte is still in
+      CK(s.wait(ucp_put_nbx(s.ep, src.data(), 8, rr.addr + LEN - 8, rr.rkey, &p)) == UCS_OK);
+      CK(ucp_ep_flush(s.ep) == UCS_OK);
+      char go = 1;
+      s.put(&go, 1);
+      CK(s.get(&go, 1));  // the peer has withdrawn its region
+      ucs_status_t st = ucp_put_nbi(s.ep, src.data(), 4096, rr.addr, rr.rkey);
+      CK(st == UCS_OK || st == UCS_INPROGRESS);
+      ucs_status_t ep_st = ucp_ep_flush(s.ep);
+      CK(ep_st != UCS_OK);
+      CK(ucp_worker_flush(s.w) != UCS_OK);  // the worker's flush hears of it too
+      CK(ucp_ep_flush(s.ep) == UCS_OK);     // once
+      CK(ucp_worker_flush(s.w) == UCS_OK);
+      s.put(&go, 1);
+    } else {
+      char go = 0;
+      CK(s.get(&go, 1));
+      CK(same(static_cast<uint8_t*>(local) + LEN - 8, 8, 43));
+      CK(ucp_mem_unmap(s.ctx, rr.memh) == UCS_OK);
+      rr.memh = nullptr;
+      s.put(&go, 1);
+      CK(s.get(&go, 1));
+    }
+    ucp_rkey_destroy(rr.rkey);
+    s.barrier();
+    if (rr.memh) CK(ucp_mem_unmap(s.ctx, rr.memh) == UCS_OK);
+    s.fini();
+  });
+}
+
 template <class T>
 void amo_case(side& s, remote_region& rr, T* mine, int size_tag) {
   (void)size_tag;

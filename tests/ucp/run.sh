@@ -279,9 +279,12 @@ api_real_fabric)
   #  - tag_probe_and_message_receive: its FI_PEEK reports FI_ETRUNC and loses
   #    the message (real_shm_quirks.c);
   #  - atomics_32_64_every_op: atomics of an earlier round are applied again
-  #    in a later one (seen in this test only).
+  #    in a later one (seen in this test only);
+  #  - rma_out_of_region_and_failed_nbi_are_reported: its shm never completes
+  #    a write to a registration the target has closed (the initiator's CQ
+  #    stays empty, so the flush waits for ever).
   UCX_TLS=shm LD_PRELOAD=$real_fabric timeout 200 "$bin/ucp_api_test" --gtest_brief=1 \
-    --gtest_filter=-ucp.tag_mask_order_truncation:ucp.tag_probe_and_message_receive:ucp.atomics_32_64_every_op
+    --gtest_filter=-ucp.tag_mask_order_truncation:ucp.tag_probe_and_message_receive:ucp.atomics_32_64_every_op:ucp.rma_out_of_region_and_failed_nbi_are_reported
   rc=$?
   # Debian's shm leaves /dev/shm/<pid>:<n>:<n> of the test's peers behind (a
   # later process with the same pid then cannot enable an endpoint): remove
