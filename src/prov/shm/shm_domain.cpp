@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
@@ -75,13 +76,33 @@ mr_slot* table(unsigned char* base) {
   return reinterpret_cast<mr_slot*>(base + domain_table_off);
 }
 
+// A slot's state and entry are read while they may be written (the sequence
+// lock then sends the reader round again): both sides move them word by word
+// as relaxed atomics, which is what makes that race defined.
+using word = uint64_t __attribute__((may_alias));
+constexpr size_t entry_words = sizeof(mr_entry) / sizeof(word);
+static_assert(sizeof(mr_entry) % sizeof(word) == 0 && offsetof(mr_slot, entry) % alignof(word) == 0);
+
 void write_slot(mr_slot& s, uint32_t state, const mr_entry* e) noexcept {
   // Sequence lock: odd while writing. The acquire RMW keeps the data writes
   // after it; the release store publishes them.
   uint64_t seq = s.seq.fetch_add(1, std::memory_order_acq_rel);
-  s.state = state;
-  if (e) s.entry = *e;
+  __atomic_store_n(&s.state, state, __ATOMIC_RELAXED);
+  if (e) {
+    word w[entry_words];
+    memcpy(w, e, sizeof w);
+    auto* to = reinterpret_cast<word*>(&s.entry);
+    for (size_t i = 0; i < entry_words; ++i) __atomic_store_n(&to[i], w[i], __ATOMIC_RELAXED);
+  }
   s.seq.store(seq + 2, std::memory_order_release);
+}
+
+void read_slot(const mr_slot& s, uint32_t* state, mr_entry* e) noexcept {
+  *state = __atomic_load_n(&s.state, __ATOMIC_RELAXED);
+  word w[entry_words];
+  auto* from = reinterpret_cast<const word*>(&s.entry);
+  for (size_t i = 0; i < entry_words; ++i) w[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+  memcpy(e, w, sizeof w);
 }
 }  // namespace
 
@@ -256,8 +277,9 @@ bool probe(const mr_slot* t, uint64_t key, mr_entry* out) noexcept {
     for (int attempt = 0; attempt < 100; ++attempt) {
       uint64_t seq = s.seq.load(std::memory_order_acquire);
       if (seq & 1) continue;
-      uint32_t state = s.state;
-      mr_entry e = s.entry;
+      uint32_t state;
+      mr_entry e;
+      read_slot(s, &state, &e);
       // The release RMW keeps the copies above before the re-check.
       if (const_cast<mr_slot&>(s).seq.fetch_add(0, std::memory_order_acq_rel) != seq) continue;
       if (state == 0) return false;
