@@ -73,7 +73,7 @@ public:
 
   unsigned char* base() const noexcept { return base_; }
   size_t size() const noexcept { return size_; }  // bytes mapped
-  int fd() const noexcept { return fd_; }         // the owner's fd, a peer's while kept, else -1
+  int fd() const noexcept { return fd_; }  // the owner's fd, a peer's while kept, else -1
 
 private:
   unsigned char* base_ = nullptr;
@@ -195,8 +195,7 @@ inline cell* queue_claim(region_view r, bool exchange = false) noexcept {
     if (exchange && (pos & (queue_cells - 1)) == short_lap) [[unlikely]] {
       if (cell* c = queue_claim_lap_end(r, pos)) return c;
       pos = q->tail.load(std::memory_order_relaxed);
-      if ((pos & (queue_cells - 1)) == short_lap)
-        exchange = false;  // the next lap is busy: go on in this one
+      if ((pos & (queue_cells - 1)) == short_lap) exchange = false;  // the next lap is busy: go on in this one
       continue;
     }
     if (static_cast<int64_t>(pos - q->limit.load(std::memory_order_acquire)) >= 0) [[unlikely]] {
@@ -347,7 +346,6 @@ struct config {
 };
 config read_config();
 
-// Per-domain state: the published registration table.
 // shm_vma.cpp: the mapping of this process that holds a range.
 struct shared_mapping {
   uint64_t dev = 0, ino = 0;    // its file
@@ -373,6 +371,7 @@ struct vma_source {
 bool shared_mapping_of(vma_source& src, uint64_t addr, uint64_t len, shared_mapping* out,
                        vma_lookup how = vma_lookup::any) noexcept;
 
+// Per-domain state: the published registration table.
 struct shm_domain final : prov_domain {
   explicit shm_domain(domain& d);
   ~shm_domain() override;
@@ -516,10 +515,10 @@ struct assembly {
 // atomics, fragments and rendezvous left out. A larger message is refused
 // (-FI_EMSGSIZE); one of another protocol that arrives is refused back.
 inline constexpr size_t dgram_max = inject_max;  // max_msg_size: one cell's payload
-inline constexpr uint32_t src_inline = 256;      // FI_SOURCE cache entries inside the endpoint
+inline constexpr uint32_t src_inline = 256;  // FI_SOURCE cache entries inside the endpoint
 
 struct ep : endpoint {
-  std::string name;    // our endpoint name (address "fi_shm://<name>")
+  std::string name;  // our endpoint name (address "fi_shm://<name>")
   bool dgram = false;  // FI_EP_DGRAM
   config cfg;
   name_claim claim;

@@ -46,8 +46,7 @@ int shm_domain::endpoint(fi_info* info, fid_ep** out, void* context) {
     return -FI_EINVAL;
   if (info->ep_attr && info->ep_attr->type == FI_EP_DGRAM && info->ep_attr->max_msg_size > dgram_max)
     return -FI_EINVAL;
-  if (info->fabric_attr && info->fabric_attr->prov_name &&
-      !names_provider(info->fabric_attr->prov_name, "shm"))
+  if (info->fabric_attr && info->fabric_attr->prov_name && !names_provider(info->fabric_attr->prov_name, "shm"))
     return -FI_EINVAL;
   if (info->tx_attr && info->tx_attr->inject_size > inject_max) return -FI_EINVAL;
   if (info->ep_attr && ((info->ep_attr->tx_ctx_cnt > 1 && info->ep_attr->tx_ctx_cnt != FI_SHARED_CONTEXT) ||
