@@ -353,33 +353,38 @@ ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hle
   f.flags = (reply_flag || (flags & UCP_AM_SEND_FLAG_REPLY)) ? FF_REPLY : 0;
   bool eager = sizeof(frame) + hlen + v.length <= cap && !(flags & UCP_AM_SEND_FLAG_RNDV);
   bool want_req = p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_NO_IMM_CMPL);
-  const bool force_imm = p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL);
-  if (eager && (ep->state != EP_CONNECTED || !ep->pending.empty()) && !force_imm) {
-    // The transport takes no frames now: the message waits in the
-    // endpoint's queue as a request holding the application's data, as
-    // UCX's pending sends do, rather than as a copy done at return. A
-    // sender faster than its receiver is held back by its own requests
-    // instead of piling up copies without bound.
-    f.type = F_AM;
+  // A request that sends from the application's buffers (or from the
+  // packed copy, which becomes the request's).
+  auto send_request = [&]() -> request* {
     request* r = req_from_param(w, p);
-    if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
+    if (!r) return nullptr;
     r->kind = RK_SEND;
     req_set_any_cb(r, p, CB_SEND_NBX, reinterpret_cast<void*>(old_cb), CB_SEND_NB);
-    r->bounce = packed;  // the request owns the packed data now
+    r->bounce = packed;
     packed = nullptr;
-    int rc = send_frame(ep, f, header, hlen, buffer, v.length, r, false);
-    if (rc < 0) req_complete(r, from_fi(rc));
-    return req_return(r);
-  }
+    return r;
+  };
   if (eager) {
     f.type = F_AM;
+    const bool ready = ep->state == EP_CONNECTED && ep->pending.empty();
+    if (!ready && !(p && (p->op_attr_mask & UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL))) {
+      // The transport takes no frames now: the message waits in the
+      // endpoint's queue as a request holding the application's data, as
+      // UCX's pending sends do, rather than as a copy done at return. A
+      // sender faster than its receiver is held back by its own requests
+      // instead of piling up copies without bound.
+      request* r = send_request();
+      if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
+      int rc = send_frame(ep, f, header, hlen, buffer, v.length, r, false);
+      if (rc < 0) req_complete(r, from_fi(rc));
+      return req_return(r);
+    }
     // Sent from a copy: the application's buffers are free at return, as
     // with UCX's short and bcopy protocols. A frame the provider injects
     // is copied on the stack: no allocation, no completion to reap (an AM
     // is not something ucp_ep_flush waits for).
     const size_t total = sizeof f + hlen + v.length;
-    if (total <= ep->tp->inject && total <= am_inject_max && ep->state == EP_CONNECTED &&
-        ep->pending.empty()) {
+    if (ready && total <= ep->tp->inject && total <= am_inject_max) {
       alignas(16) uint8_t buf[am_inject_max];
       f.dst = ep->remote_id;
       f.src = ep->id;
@@ -396,13 +401,9 @@ ucs_status_ptr_t am_send(ucp_ep* ep, unsigned id, const void* header, size_t hle
     return imm_complete(w, p, UCS_OK, CB_SEND_NBX);
   }
   // Rendezvous: register the data (packed first if it is not contiguous).
-  request* r = req_from_param(w, p);
+  request* r = send_request();
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
-  r->kind = RK_SEND;
-  req_set_any_cb(r, p, CB_SEND_NBX, reinterpret_cast<void*>(old_cb), CB_SEND_NB);
   const void* src = buffer;
-  r->bounce = packed;  // the request owns the packed data now
-  packed = nullptr;
   domain_tp* d = ep->tp->d;
   uint64_t key = 0;
   {

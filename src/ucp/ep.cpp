@@ -432,7 +432,7 @@ UCP_EXPORT ucs_status_ptr_t ucp_ep_flush_nbx(ucp_ep_h ep, const ucp_request_para
   if (ep->state == EP_FAILED) return UCS_STATUS_PTR(ep->fail_status);
   if (ep->state == EP_CLOSED) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   if (ep->inflight) progress(w);
-  if (!ep->inflight) return imm_complete(w, param, take_nbi_error(ep->nbi_error), CB_SEND_NBX);
+  if (!ep->inflight) return imm_complete(w, param, std::exchange(ep->nbi_error, UCS_OK), CB_SEND_NBX);
   request* r = req_from_param(w, param);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   r->kind = RK_FLUSH;

@@ -37,6 +37,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #define UCP_EXPORT extern "C" __attribute__((visibility("default")))
@@ -423,7 +424,7 @@ struct ucp_ep {
   wucp::link reqs;      // requests in flight (send side)
   size_t inflight = 0;  // ops (issued or queued) that a flush waits for
   size_t issued = 0;    // of those, handed to the provider
-  ucs_status_t nbi_error = UCS_OK;  // the first failure of one without a request since the last flush
+  ucs_status_t nbi_error = UCS_OK;  // the first failure of one without a request: the next flush's, which clears it
   uint32_t fence_epoch = 0;
   bool on_pend_list = false;
   bool ka_inflight = false;
@@ -623,13 +624,6 @@ void op_pool_grow(ucp_worker* w) noexcept;
 void op_attach(op* o, ucp_ep* ep, request* r, bool counts) noexcept;
 void op_finish(ucp_worker* w, op* o, ucs_status_t st) noexcept;  // detach from ep/req, update flush, free
 void req_op_done(request* r, ucs_status_t st) noexcept;
-// What a flush reports of the failures of operations without a request
-// (ucp_ep::nbi_error), which it clears.
-inline ucs_status_t take_nbi_error(ucs_status_t& e) noexcept {
-  ucs_status_t st = e;
-  e = UCS_OK;
-  return st;
-}
 unsigned progress(ucp_worker* w) noexcept;
 unsigned progress_full(ucp_worker* w) noexcept;
 void bury(ucp_worker* w) noexcept;

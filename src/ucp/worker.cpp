@@ -108,7 +108,7 @@ void check_flushes(ucp_worker* w, ucp_ep* ep) noexcept {
     if (!ep->flushes.empty()) {
       auto fl = std::move(ep->flushes);
       ep->flushes.clear();
-      ucs_status_t st = ep->state == EP_FAILED ? ep->fail_status : take_nbi_error(ep->nbi_error);
+      ucs_status_t st = ep->state == EP_FAILED ? ep->fail_status : std::exchange(ep->nbi_error, UCS_OK);
       for (request* r : fl) req_complete(r, st);
     }
     if (ep->close_stage) ep_close_progress(ep);
@@ -116,7 +116,7 @@ void check_flushes(ucp_worker* w, ucp_ep* ep) noexcept {
   if (!w->inflight && !w->flushes.empty()) {
     auto fl = std::move(w->flushes);
     w->flushes.clear();
-    ucs_status_t st = take_nbi_error(w->nbi_error);
+    ucs_status_t st = std::exchange(w->nbi_error, UCS_OK);
     for (request* r : fl) req_complete(r, st);
   }
 }
@@ -1191,7 +1191,7 @@ UCP_EXPORT ucs_status_ptr_t ucp_worker_flush_nbx(ucp_worker_h w, const ucp_reque
   if (!w) return UCS_STATUS_PTR(UCS_ERR_INVALID_PARAM);
   worker_guard g(w);
   progress(w);
-  if (!w->inflight) return imm_complete(w, param, take_nbi_error(w->nbi_error), CB_SEND_NBX);
+  if (!w->inflight) return imm_complete(w, param, std::exchange(w->nbi_error, UCS_OK), CB_SEND_NBX);
   request* r = req_from_param(w, param);
   if (!r) return UCS_STATUS_PTR(UCS_ERR_NO_MEMORY);
   r->kind = RK_FLUSH;
